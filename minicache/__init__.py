@@ -1,0 +1,27 @@
+"""MiniCache: parameterized program caching for LLM requests that share a computation.
+
+The public API is small; everything else lives in private-by-convention modules.
+"""
+
+from .config import Settings, build_backends, load_settings
+from .errors import (BackendError, BackendResponseError, BackendTimeout, BackendUnavailable, ConfigError,
+                     MiniCacheError, ModelFetchError, ModelFileError, ModelRequestsBlocked)
+from .models import Completion, FakeBackend, GenerationOptions, Message, ModelBackend, OpenAIBackend
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__", "Settings", "load_settings", "build_backends",
+    "ModelBackend", "Completion", "GenerationOptions", "Message", "FakeBackend", "OpenAIBackend",
+    "LlamaCppBackend",
+    "MiniCacheError", "ConfigError", "ModelFileError", "ModelFetchError", "BackendError",
+    "BackendUnavailable", "BackendTimeout", "BackendResponseError", "ModelRequestsBlocked",
+]
+
+
+def __getattr__(name: str):
+    if name == "LlamaCppBackend":
+        from .models.llamacpp import LlamaCppBackend
+
+        return LlamaCppBackend
+    raise AttributeError(name)

@@ -1,0 +1,50 @@
+"""Datasets shipped inside the package (copied from their public sources, licenses alongside).
+
+Only loading and light normalisation live here; scoring lives with the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterator
+
+_FORMULA_RE = re.compile(r"^Use formula (?P<name>.+?) to answer the question\.")
+_QUESTION_RE = re.compile(r'Question:\s*"(?P<q>.*)"\.\s*Answer:\s*$', re.S)
+
+
+@dataclass(frozen=True)
+class Request:
+    id: str
+    question: str
+    answer: str
+    context: str | None = None
+    group: str | None = None  # ground-truth group label, for analysis only
+
+
+def _data_file(*parts: str):
+    return resources.files("minicache").joinpath("data", *parts)
+
+
+def formula(split: str = "train") -> Iterator[Request]:
+    """FinLoRA "Formula" requests (OpenMDW-1.0). ``group`` is the formula name.
+
+    The request text is FinLoRA's full prompt (formula, symbol explanations and question); the
+    formula name is kept only as the analysis label.
+    """
+    if split not in ("train", "test"):
+        raise ValueError("split must be 'train' or 'test'")
+    text = _data_file("finlora_formula", f"formula_{split}.jsonl").read_text(encoding="utf-8")
+    for i, line in enumerate(text.splitlines()):
+        row = json.loads(line)
+        match = _FORMULA_RE.match(row["context"])
+        group = match.group("name") if match else None
+        yield Request(id=f"formula-{split}-{i}", question=row["context"], answer=row["target"], group=group)
+
+
+def formula_question_only(request: Request) -> str:
+    """The quoted question inside a Formula prompt (without the formula boilerplate)."""
+    match = _QUESTION_RE.search(request.question)
+    return match.group("q").strip() if match else request.question

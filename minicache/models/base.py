@@ -1,0 +1,107 @@
+"""The one seam between MiniCache and any language model.
+
+Every backend (in-process llama.cpp, an OpenAI-compatible server, the scripted fake) implements
+:class:`ModelBackend.complete` and returns a :class:`Completion` that carries the text *and* what it
+cost (tokens, prefill and decode seconds), because the cache's whole point is measured savings.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..errors import ModelRequestsBlocked
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+DraftKind = Literal["none", "small", "lookup"]
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """Per-call knobs. ``json_schema`` asks for schema-constrained JSON output.
+
+    ``draft`` selects speculative decoding on backends that support it: ``"small"`` (the small model
+    drafts), ``"lookup"`` (n-gram lookup in ``draft_text``, e.g. a cached program), ``"none"``.
+    ``None`` means the backend's configured default.
+    """
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    json_schema: dict[str, Any] | None = None
+    draft: DraftKind | None = None
+    draft_text: str | None = None
+    seed: int | None = None
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    finish_reason: str = "stop"
+    model: str = ""
+    # Speculative decoding statistics, when drafting was used.
+    draft: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return self.prefill_s + self.decode_s
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """What MiniCache needs from a model: chat messages in, a costed :class:`Completion` out."""
+
+    name: str
+
+    def complete(self, messages: list[Message], options: GenerationOptions | None = None) -> Completion: ...
+
+    def close(self) -> None: ...
+
+
+# --------------------------------------------------------------------------------------------
+# The guard that keeps unit tests off real models (pydantic-ai's ALLOW_MODEL_REQUESTS idea).
+
+_allow_lock = threading.Lock()
+_allow_real_models = True
+
+
+def set_real_models_allowed(allowed: bool) -> bool:
+    """Switch real-model access on or off process-wide; returns the previous value."""
+    global _allow_real_models
+    with _allow_lock:
+        previous, _allow_real_models = _allow_real_models, allowed
+    return previous
+
+
+def check_real_models_allowed(what: str) -> None:
+    """Raise :class:`ModelRequestsBlocked` if real models are switched off (the test suite does this)."""
+    if not _allow_real_models:
+        raise ModelRequestsBlocked(
+            f"refusing to use a real model ({what}): real-model access is switched off. "
+            "Unit tests must use minicache.models.FakeBackend; tests that need a real model are "
+            "marked @pytest.mark.real_model."
+        )
+
+
+def user(content: str) -> Message:
+    return Message("user", content)
+
+
+def system(content: str) -> Message:
+    return Message("system", content)

@@ -1,0 +1,202 @@
+"""In-process llama.cpp backend (llama-cpp-python), the embedded default.
+
+One :class:`LlamaCppBackend` owns one model instance and one lock: llama.cpp contexts are not
+thread-safe, so concurrent callers queue on the lock instead of corrupting each other's KV cache.
+Greedy decoding is the default; JSON-schema output is enforced by a grammar; the KV cache of the
+previous call is reused for the longest common prompt prefix (llama-cpp-python does this when the
+same context is used again), which makes a fixed template prefix nearly free on the second call.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendError, ModelFileError
+from .base import Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
+from . import fetch
+
+
+def _import_llama():
+    try:
+        import llama_cpp
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BackendError(
+            "llama-cpp-python is not installed: run `make setup` (it builds llama-cpp-python==0.3.36)."
+        ) from exc
+    return llama_cpp
+
+
+def default_threads() -> int:
+    env = os.environ.get("MINICACHE_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def fix_schema_patterns(schema: Any) -> Any:
+    """Rewrite ``\\.`` as ``[.]`` inside ``pattern`` strings.
+
+    llama-cpp-python 0.3.36's schema-to-grammar converter mishandles an escaped dot in a regex
+    pattern; a one-character class means the same thing and converts correctly.
+    """
+    if isinstance(schema, dict):
+        return {k: (re.sub(r"\\\.", "[.]", v) if k == "pattern" and isinstance(v, str)
+                    else fix_schema_patterns(v)) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [fix_schema_patterns(v) for v in schema]
+    return schema
+
+
+def _make_llama_class(llama_cpp):
+    class _TimedLlama(llama_cpp.Llama):
+        """``Llama`` whose ``eval`` records its batches and asks for logits only where needed.
+
+        Speculative verification needs logits at every drafted position, but asking for logits at
+        *every* position (``logits_all``) would also pay for them across the whole prompt. Here only
+        the last ``spec_window`` positions of each batch get logits: the draft plus the token before.
+        """
+
+        spec_window = 1
+
+        def eval(self, tokens: Sequence[int]) -> None:  # noqa: A003 - llama-cpp-python's name
+            self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+            began = time.perf_counter()
+            for start in range(0, len(tokens), self.n_batch):
+                chunk = list(tokens[start:start + self.n_batch])
+                self._batch.set_batch(batch=chunk, n_past=self.n_tokens, logits_all=False)
+                for i in range(max(0, len(chunk) - self.spec_window), len(chunk)):
+                    self._batch.batch.logits[i] = True
+                self._ctx.decode(self._batch)
+                self.input_ids[self.n_tokens:self.n_tokens + len(chunk)] = chunk
+                self.n_tokens += len(chunk)
+                self._requires_eval = False
+            self.eval_log.append((len(tokens), time.perf_counter() - began))
+
+    return _TimedLlama
+
+
+class LlamaCppBackend:
+    """A GGUF model run in this process. Use :meth:`embedded` for the pinned default models."""
+
+    def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
+                 n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
+                 default_draft: DraftKind = "none", drafter_model: LlamaCppBackend | None = None,
+                 draft_k: int = 4, verbose: bool = False) -> None:
+        check_real_models_allowed(f"LlamaCppBackend({model_path})")
+        path = Path(model_path)
+        if not path.exists():
+            raise ModelFileError(f"model file not found: {path}")
+        llama_cpp = _import_llama()
+        self.name = name or path.stem
+        self.path = path
+        self.default_draft: DraftKind = default_draft
+        self.drafter_model = drafter_model
+        self.draft_k = draft_k
+        self._lock = threading.Lock()
+        self._llama_cpp = llama_cpp
+        try:
+            self.llm = _make_llama_class(llama_cpp)(
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
+                n_threads_batch=n_threads or default_threads(), n_batch=n_batch, seed=seed,
+                verbose=verbose)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFileError(f"llama.cpp could not load {path}: {exc}") from exc
+        self.llm.eval_log = []
+
+    @classmethod
+    def embedded(cls, which: str = "target", **kwargs: Any) -> LlamaCppBackend:
+        """The pinned embedded model (``"target"`` or ``"small"``), verified before loading."""
+        model = fetch.EMBEDDED[which]
+        path = fetch.model_path(model)
+        check_real_models_allowed(f"embedded {which} model")
+        fetch.verify(model, path, full=False)
+        return cls(path, name=f"embedded-{which}", **kwargs)
+
+    # ------------------------------------------------------------------------------------
+    def tokenize(self, text: str) -> list[int]:
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    def _drafter(self, kind: DraftKind, draft_text: str | None):
+        from .speculative import LookupDrafter, SmallModelDrafter
+
+        if kind == "small":
+            if self.drafter_model is None:
+                raise BackendError("draft='small' needs a drafter_model (the small model) on this backend")
+            return SmallModelDrafter(self.drafter_model.llm, k=self.draft_k)
+        if kind == "lookup":
+            return LookupDrafter(self.tokenize(draft_text or ""))
+        return None
+
+    def complete(self, messages: list[Message], options: GenerationOptions | None = None) -> Completion:
+        opts = options or GenerationOptions()
+        kind: DraftKind = opts.draft or self.default_draft
+        if kind == "lookup" and not opts.draft_text:
+            kind = "none"
+        if opts.json_schema is not None:
+            kind = "none"  # grammar-constrained sampling and drafting do not mix in llama-cpp-python
+        kwargs: dict[str, Any] = dict(
+            messages=[m.as_dict() for m in messages], max_tokens=opts.max_tokens,
+            temperature=opts.temperature, stop=list(opts.stop) or None,
+        )
+        if opts.temperature == 0.0:
+            kwargs.update(top_k=1)
+        if opts.seed is not None:
+            kwargs["seed"] = opts.seed
+        if opts.json_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": fix_schema_patterns(opts.json_schema)}
+        small_lock = self.drafter_model._lock if (kind == "small" and self.drafter_model) else None
+        with self._lock:
+            drafter = self._drafter(kind, opts.draft_text)
+            self.llm.draft_model = drafter
+            self.llm.spec_window = (self.draft_k if kind == "small" else 8) + 1 if drafter else 1
+            self.llm.eval_log = []
+            began = time.perf_counter()
+            try:
+                if small_lock:
+                    with small_lock:
+                        out = self.llm.create_chat_completion(**kwargs)
+                else:
+                    out = self.llm.create_chat_completion(**kwargs)
+            except ValueError as exc:  # e.g. prompt longer than the context window
+                raise BackendError(f"{self.name}: {exc}") from exc
+            finally:
+                self.llm.draft_model = None
+                self.llm.spec_window = 1
+            wall = time.perf_counter() - began
+            log = list(self.llm.eval_log)
+        usage = out.get("usage") or {}
+        choice = out["choices"][0]
+        prefill_s = log[0][1] if log else 0.0
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
+        stats: dict[str, Any] = {}
+        completion_tokens = int(usage.get("completion_tokens", 0))
+        if drafter is not None:
+            # Each verification batch is [last token] + draft; tokens produced in it that came
+            # from the draft are the accepted ones.
+            verify_batches = max(0, len(log) - 1)
+            accepted = max(0, completion_tokens - 1 - verify_batches)
+            stats = {"kind": kind, "proposed": drafter.proposed, "accepted": min(accepted, drafter.proposed),
+                     "target_batches": verify_batches,
+                     "acceptance": (min(accepted, drafter.proposed) / drafter.proposed) if drafter.proposed else 0.0}
+        return Completion(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            prefill_s=prefill_s,
+            decode_s=max(0.0, wall - prefill_s),
+            finish_reason=choice.get("finish_reason") or "stop",
+            model=self.name,
+            draft=stats | {"cached_prompt_tokens": max(0, prompt_tokens - (log[0][0] if log else 0))},
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            llm, self.llm = self.llm, None
+            if llm is not None:
+                llm.close()

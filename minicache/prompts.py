@@ -1,0 +1,28 @@
+"""Prompts shared by the engine, the demo and the benchmarks."""
+
+from __future__ import annotations
+
+from .models.base import Message
+
+POT_SYSTEM = """You solve problems by writing Python. Reply with one ```python block that defines `def solve(...)`:
+- every input quantity taken from the question is a keyword parameter whose default is its value in the question, with a comment saying what it is and its unit;
+- percentages are passed as written (5% -> 5) and converted inside the function;
+- the function computes and returns the final answer as a number; no print, no input.
+Example:
+```python
+def solve(
+    price=20.0,  # price of one item, dollars
+    quantity=3,  # number of items bought
+    discount_pct=10,  # discount, percent as written
+):
+    return price * quantity * (1 - discount_pct / 100)
+```"""
+
+
+def pot_messages(question: str, context: str | None = None) -> list[Message]:
+    """Program-of-thought: ask the target for a parameterized ``solve`` for this one request."""
+    body = f"Request:\n{question}"
+    if context:
+        body = f"Context:\n{context}\n\n{body}"
+    body += "\n\nDo not answer directly. Write the ```python block with def solve(...) as instructed."
+    return [Message("system", POT_SYSTEM), Message("user", body)]

@@ -1,0 +1,171 @@
+"""The real embedded models (Qwen2.5-Coder 0.5B and 1.5B, Q4_K_M) on this machine's CPU."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from minicache import OpenAIBackend
+from minicache.cli import main
+from minicache.models import GenerationOptions, Message, fetch
+from minicache.programs import extract_code
+from minicache.sandbox import SandboxPool
+
+pytestmark = pytest.mark.real_model
+
+
+def num(description: str) -> dict:
+    return {"type": "number", "description": description}
+
+
+EXTRACTION_CASES = [
+    ("What is the current ratio if current assets are $45,000 and current liabilities are $30,000?",
+     {"current_assets": num("current assets in dollars"), "current_liabilities": num("current liabilities in dollars")},
+     {"current_assets": 45000, "current_liabilities": 30000}),
+    ("A loan of $12,000 accrues simple interest at 5% per year for 3 years. How much interest is owed?",
+     {"principal": num("loan amount in dollars"), "rate_percent": num("annual rate as written: 5% -> 5"),
+      "years": num("number of years")},
+     {"principal": 12000, "rate_percent": 5, "years": 3}),
+    ("Calculate the future value of $7,500 invested at 4.5% annually for 7 years.",
+     {"present_value": num("amount invested in dollars"), "rate_percent": num("annual rate as written: 4.5% -> 4.5"),
+      "years": num("number of years")},
+     {"present_value": 7500, "rate_percent": 4.5, "years": 7}),
+    ("A company has net income of $2.4 million and 800,000 shares outstanding. What is its EPS?",
+     {"net_income": num("net income in dollars: $2.4 million -> 2400000"), "shares": num("shares outstanding")},
+     {"net_income": 2400000, "shares": 800000}),
+    ("Tom has 17 apples and gives 9 to Sara. How many apples does Tom have left?",
+     {"apples_before": num("apples Tom has at first"), "apples_given": num("apples given away")},
+     {"apples_before": 17, "apples_given": 9}),
+    ("If revenue is $500,000 and cost of goods sold is $320,000, what is the gross margin?",
+     {"revenue": num("revenue in dollars"), "cogs": num("cost of goods sold in dollars")},
+     {"revenue": 500000, "cogs": 320000}),
+    ("A rectangle is 12 meters long and 7 meters wide. What is its area?",
+     {"length_m": num("length in meters"), "width_m": num("width in meters")},
+     {"length_m": 12, "width_m": 7}),
+    ("Total debt is $1,250,000 and total equity is $2,500,000. Compute the debt-to-equity ratio.",
+     {"total_debt": num("total debt in dollars"), "total_equity": num("total equity in dollars")},
+     {"total_debt": 1250000, "total_equity": 2500000}),
+    ("A stock bought at $40 is sold at $46 after paying a $2 dividend. What is the holding period return?",
+     {"buy_price": num("purchase price per share"), "sell_price": num("sale price per share"),
+      "dividend": num("dividend per share")},
+     {"buy_price": 40, "sell_price": 46, "dividend": 2}),
+    ("A car travels 150 km in 2.5 hours. What is its average speed in km/h?",
+     {"distance_km": num("distance in km"), "hours": num("time in hours")},
+     {"distance_km": 150, "hours": 2.5}),
+]
+
+EXTRACT_SYSTEM = ("Extract the variables described by the JSON schema from the user's request. "
+                  "Copy numbers exactly as the description says. Reply with JSON only.")
+
+
+def test_small_model_fills_json_schemas_for_at_least_8_of_10_requests(small_model):
+    correct = 0
+    for question, props, expected in EXTRACTION_CASES:
+        schema = {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+        out = small_model.complete([Message("system", EXTRACT_SYSTEM), Message("user", question)],
+                                   GenerationOptions(max_tokens=120, json_schema=schema))
+        data = json.loads(out.text)  # the grammar guarantees valid JSON
+        assert set(data) == set(props)
+        if all(abs(float(data[k]) - v) < 1e-6 for k, v in expected.items()):
+            correct += 1
+        assert out.prompt_tokens > 0 and out.completion_tokens > 0 and out.prefill_s > 0
+    assert correct >= 8, f"only {correct}/10 extractions were correct"
+
+
+def test_target_model_writes_a_python_function_that_runs(target_model):
+    from minicache.prompts import pot_messages
+
+    out = target_model.complete(pot_messages("What is the current ratio if current assets are $45,000 and "
+                                             "current liabilities are $30,000?"), GenerationOptions(max_tokens=300))
+    with SandboxPool(size=1) as pool:
+        result = pool.run(extract_code(out.text))
+    assert abs(float(result.value) - 1.5) < 1e-6
+    assert out.completion_tokens > 10 and out.decode_s > 0
+
+
+def test_a_repeated_prompt_prefix_reuses_the_kv_cache(small_model):
+    prefix = [Message("system", EXTRACT_SYSTEM + " " + "Be exact. " * 40)]
+    opts = GenerationOptions(max_tokens=8)
+    small_model.complete(prefix + [Message("user", "Tom has 3 apples.")], opts)
+    second = small_model.complete(prefix + [Message("user", "Sara has 5 pears.")], opts)
+    assert second.draft["cached_prompt_tokens"] > 100
+
+
+def test_concurrent_callers_get_the_same_answers_as_sequential_ones(small_model):
+    prompts = [f"Reply with the number {n} and nothing else." for n in (3, 17, 42)]
+    opts = GenerationOptions(max_tokens=6)
+    sequential = [small_model.complete([Message("user", p)], opts).text for p in prompts]
+    results: dict[int, str] = {}
+
+    def worker(i: int) -> None:
+        results[i] = small_model.complete([Message("user", prompts[i])], opts).text
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [results[i] for i in range(3)] == sequential
+
+
+def test_speculative_decoding_reproduces_plain_greedy_output(target_model):
+    messages = [Message("user", "Write a Python function add(a, b) that returns a + b. Code only.")]
+    plain = target_model.complete(messages, GenerationOptions(max_tokens=48, draft="none"))
+    lookup = target_model.complete(messages, GenerationOptions(max_tokens=48, draft="lookup", draft_text=plain.text))
+    small = target_model.complete(messages, GenerationOptions(max_tokens=48, draft="small"))
+    assert lookup.text == plain.text
+    assert lookup.draft["accepted"] > 0  # drafting from the identical text must be accepted
+    assert small.text == plain.text
+    assert small.draft["proposed"] > 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_openai_backend_talks_to_a_real_llama_cpp_python_server():
+    port = _free_port()
+    path = fetch.model_path(fetch.SMALL)
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
+                             "--port", str(port), "--n_ctx", "2048", "--model_alias", "small"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        backend = OpenAIBackend(f"http://127.0.0.1:{port}", "small", profile="llama-cpp-python",
+                                retries=0, timeout_s=120)
+        deadline = time.time() + 120
+        while True:
+            try:
+                import httpx
+
+                if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.time() < deadline, "llama_cpp.server did not come up"
+            time.sleep(0.5)
+        question, props, expected = EXTRACTION_CASES[0]
+        schema = {"type": "object", "properties": props, "required": list(props)}
+        out = backend.complete([Message("system", EXTRACT_SYSTEM), Message("user", question)],
+                               GenerationOptions(max_tokens=60, json_schema=schema))
+        data = json.loads(out.text)
+        assert set(props) <= set(data)
+        assert out.completion_tokens > 0 and out.prefill_s > 0
+        backend.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_models_command_verifies_both_embedded_models():
+    result = CliRunner().invoke(main, ["models", "--quick", "--no-fetch"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("[ok ]") == 2
