@@ -1,0 +1,480 @@
+"""The MiniCache engine: route -> hit (extract + run cached program) | miss (target writes PoT) -> build.
+
+Reading order: :meth:`MiniCache.solve` is the whole pipeline; ``_hit``, ``_miss`` and ``_build``
+are its three stages. Generated code only ever runs in the sandbox's worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import BackendError, MiniCacheError
+from .extraction import ExtractionError, Extractor, learn_rules
+from .models.base import GenerationOptions, Message, ModelBackend
+from .programs import extract_code
+from .prompts import pot_messages
+from .routing import Embedder, Router
+from .sandbox import SandboxError, SandboxPool, SandboxViolation
+from .store import Entry, Example, Store, new_id, open_store
+from .synthesis import ProgramShapeError, answers_match, generalize, parse_signature
+
+
+class InvalidRequest(MiniCacheError):
+    """The request itself is unusable (empty, too large, not text); nothing was stored."""
+
+
+class SolveError(MiniCacheError):
+    """Neither the cache nor the target could produce an answer for this request."""
+
+
+@dataclass
+class EngineConfig:
+    build_after: int = 3  # examples a group needs before a build
+    validate_n: int = 3  # held examples a candidate entry is checked on
+    validate_min: int = 2  # ... of which this many must match
+    max_failures: int = 3  # in-service failures before an entry is evicted
+    max_build_failures: int = 3  # failed builds before a group is marked uncacheable ...
+    uncacheable_s: float = 3600.0  # ... for this long
+    build_retries: int = 1  # target generalization attempts per build, after the stored programs
+    background_builds: bool = True
+    lookup_draft: bool = False  # draft the miss program from the group's program (bench-spec decides)
+    use_rules: bool = True
+    use_choice: bool = True
+    route_threshold: float = 0.80
+    max_question_chars: int = 32_000
+    max_context_chars: int = 200_000
+    miss_max_tokens: int = 640
+
+
+@dataclass
+class SolveResult:
+    answer: Any
+    route: str  # "hit" | "miss" | "fallback"
+    group: str
+    entry_id: str | None = None
+    program: str | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=lambda: {"target": 0, "small": 0})
+    similarity: float = 0.0
+    extraction: str | None = None
+    fallback_reason: str | None = None
+    answer_text: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)
+_WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4}
+
+
+def format_answer(value: Any, question: str) -> str:
+    """The answer as text, in the precision the request asks for ("2 decimal places")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        m = _DECIMALS.search(question)
+        if m:
+            digits = m.group(1).lower()
+            n = _WORD_NUM.get(digits) or int(digits)
+            return f"{value:.{n}f}"
+        return f"{value:.10g}" if isinstance(value, float) else str(value)
+    return str(value)
+
+
+def check_answer(value: Any) -> Any:
+    """Answers must be finite numbers (or short strings)."""
+    if isinstance(value, bool) or value is None:
+        raise SandboxError(f"program returned {value!r}, not a number", kind="result")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise SandboxError(f"program returned a non-finite number {value!r}", kind="result")
+        return value
+    if isinstance(value, str) and 0 < len(value) <= 500:
+        try:
+            return float(value.replace(",", ""))
+        except ValueError:
+            return value
+    raise SandboxError(f"program returned {type(value).__name__}, not a number", kind="result")
+
+
+def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | None:
+    if value is None:
+        if required:
+            raise InvalidRequest(f"{what} is required")
+        return None
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequest(f"{what} is not valid UTF-8 (byte {exc.start})") from None
+    if isinstance(value, (dict, list)) and what == "context":
+        value = json.dumps(value, ensure_ascii=False)
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{what} must be text, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidRequest(f"{what} contains NUL characters")
+    if required and not value.strip():
+        raise InvalidRequest(f"{what} is empty")
+    if len(value) > limit:
+        raise InvalidRequest(f"{what} is {len(value):,} characters; the limit is {limit:,}")
+    return value
+
+
+class MiniCache:
+    """Parameterized program cache in front of a target model, with a small model for extraction."""
+
+    def __init__(self, target: ModelBackend, small: ModelBackend, store: Store | str | None = None, *,
+                 embedder: Embedder | None = None, sandbox: SandboxPool | None = None,
+                 config: EngineConfig | None = None) -> None:
+        self.target = target
+        self.small = small
+        self.store = open_store(store)
+        self.config = config or EngineConfig()
+        if embedder is None:
+            from .embedding import shared_embedder
+
+            embedder = shared_embedder()
+        self.router = Router(self.store, embedder, self.config.route_threshold)
+        self.sandbox = sandbox or SandboxPool()
+        self._own_sandbox = sandbox is None
+        self.extractor = Extractor(small, use_rules=self.config.use_rules, use_choice=self.config.use_choice)
+        self._builds = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build")
+        self._building: dict[tuple[str, str], Future] = {}
+        self._build_lock = threading.Lock()
+        self.events: list[dict[str, Any]] = []  # build/evict events, for progress displays
+
+    @classmethod
+    def local(cls, store: Store | str | None = "minicache.db", **kwargs: Any) -> MiniCache:
+        """The embedded default models (see `minicache models`) with a SQLite store."""
+        from .config import build_backends
+
+        target, small = build_backends()
+        return cls(target, small, store, **kwargs)
+
+    # ------------------------------------------------------------------------------------------
+    def solve(self, question: Any, context: Any = None, group: str | None = None, tenant: str = "default", *,
+              no_cache: bool = False, no_store: bool = False, force_refresh: bool = False) -> SolveResult:
+        """Answer one request. ``no_cache`` skips the lookup, ``no_store`` records nothing,
+        ``force_refresh`` recomputes with the target (and records the result)."""
+        began = time.perf_counter()
+        question = _validate_text(question, "question", self.config.max_question_chars, True)
+        context = _validate_text(context, "context", self.config.max_context_chars, False)
+        if group is not None and (not isinstance(group, str) or not group.strip() or len(group) > 200):
+            raise InvalidRequest("group must be a non-empty string of at most 200 characters")
+        if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
+            raise InvalidRequest("tenant must be a non-empty string of at most 200 characters")
+        assert question is not None
+        timings: dict[str, float] = {}
+        t = time.perf_counter()
+        decision = self.router.route(tenant, question, group)
+        timings["route_s"] = time.perf_counter() - t
+        self.store.bump(tenant, "requests") if not no_store else None
+
+        fallback_reason = None
+        if not (no_cache or force_refresh):
+            entry = self.store.active_entry(tenant, decision.group_id)
+            if entry is not None:
+                try:
+                    result = self._hit(entry, question, context, timings, tenant)
+                    result.similarity = decision.similarity
+                    result.timings["total_s"] = time.perf_counter() - began
+                    if not no_store:
+                        self.store.bump(tenant, "hits")
+                    return result
+                except (ExtractionError, SandboxError, SandboxViolation) as exc:
+                    fallback_reason = f"{type(exc).__name__}: {exc}"
+                    self._count_failure(tenant, entry)
+        result = self._miss(decision.group_id, question, context, timings, tenant, record=not no_store,
+                            new_group=decision.new_group, label=group)
+        result.similarity = decision.similarity
+        if fallback_reason:
+            result.route, result.fallback_reason = "fallback", fallback_reason
+        if not no_store:
+            self.store.bump(tenant, "fallbacks" if fallback_reason else "misses")
+            self.store.bump(tenant, "target_tokens", result.tokens["target"])
+        result.timings["total_s"] = time.perf_counter() - began
+        return result
+
+    async def asolve(self, *args: Any, **kwargs: Any) -> SolveResult:
+        """``solve`` off the event loop (models, sandbox and store all block)."""
+        return await asyncio.to_thread(self.solve, *args, **kwargs)
+
+    # -- hit --------------------------------------------------------------------------------------
+    def _hit(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
+             tenant: str) -> SolveResult:
+        text = question if not context else f"{question}\n\nContext:\n{context}"
+        extraction = self.extractor.extract(entry, text)
+        timings["extract_s"] = extraction.seconds
+        run = self.sandbox.run(entry.program, extraction.variables)
+        timings["sandbox_s"] = run.seconds
+        value = check_answer(run.value)
+        self.store.record_hit(tenant, entry.id)
+        if extraction.small_tokens:
+            self.store.bump(tenant, "small_tokens", extraction.small_tokens)
+        return SolveResult(answer=value, answer_text=format_answer(value, question), route="hit",
+                           group=entry.group_id, entry_id=entry.id, program=entry.program,
+                           variables=extraction.variables, timings=timings,
+                           tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method)
+
+    def _count_failure(self, tenant: str, entry: Entry) -> None:
+        failures = self.store.record_failure(tenant, entry.id)
+        if failures >= self.config.max_failures:
+            self.store.set_entry_status(tenant, entry.id, "evicted")
+            self.store.bump(tenant, "evictions")
+            self.events.append({"event": "evict", "group": entry.group_id, "entry": entry.id, "failures": failures})
+
+    # -- miss -------------------------------------------------------------------------------------
+    def _best_program(self, tenant: str, group_id: str) -> str | None:
+        entry = self.store.active_entry(tenant, group_id)
+        if entry:
+            return entry.program
+        examples = self.store.examples(tenant, group_id)
+        return examples[-1].program if examples else None
+
+    def _miss(self, group_id: str, question: str, context: str | None, timings: dict[str, float], tenant: str,
+              *, record: bool, new_group: bool, label: str | None) -> SolveResult:
+        reference = None if new_group else self._best_program(tenant, group_id)
+        messages = pot_messages(question, context)
+        if reference:
+            messages[1] = Message("user", messages[1].content + "\n\nA program written for a similar request "
+                                  f"(adapt it; keep the parameter names if they fit):\n```python\n{reference.strip()}\n```")
+        tokens = {"target": 0, "small": 0}
+        target_s = sandbox_s = 0.0
+        error = None
+        code = ""
+        value: Any = None
+        for attempt in range(2):
+            t = time.perf_counter()
+            try:
+                out = self.target.complete(messages, GenerationOptions(
+                    max_tokens=self.config.miss_max_tokens, draft="lookup" if (reference and self.config.lookup_draft) else None,
+                    draft_text=reference))
+            except BackendError as exc:
+                raise SolveError(f"target model failed: {exc}") from exc
+            target_s += time.perf_counter() - t
+            tokens["target"] += out.prompt_tokens + out.completion_tokens
+            code = extract_code(out.text)
+            try:
+                run = self.sandbox.run(code, {})
+                sandbox_s += run.seconds
+                value = check_answer(run.value)
+                error = None
+                break
+            except (SandboxError, SandboxViolation) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                messages = messages + [Message("assistant", out.text), Message(
+                    "user", f"That program failed: {exc}. Write the corrected ```python block with def solve(...).")]
+        timings["target_s"] = target_s
+        timings["sandbox_s"] = sandbox_s
+        if error is not None:
+            raise SolveError(f"the target's program failed twice: {error}")
+        variables: dict[str, Any] = {}
+        try:
+            variables = parse_signature(code).defaults
+        except ProgramShapeError:
+            pass
+        if record:
+            t = time.perf_counter()
+            self.store.ensure_group(tenant, group_id, label=label)
+            self.store.add_example(Example(id=new_id("ex"), tenant=tenant, group_id=group_id, question=question,
+                                           context=context, program=code, answer=value, variables=variables,
+                                           embedding=self.router.embed_request(question)))
+            timings["record_s"] = time.perf_counter() - t
+            self._maybe_build(tenant, group_id)
+        return SolveResult(answer=value, answer_text=format_answer(value, question), route="miss", group=group_id,
+                           program=code, variables=variables, timings=timings, tokens=tokens)
+
+    # -- build ------------------------------------------------------------------------------------
+    def _maybe_build(self, tenant: str, group_id: str) -> None:
+        group = self.store.get_group(tenant, group_id)
+        if group is None or group.n_examples < self.config.build_after:
+            return
+        if group.status == "uncacheable" and time.time() < group.uncacheable_until:
+            return
+        if self.store.active_entry(tenant, group_id) is not None:
+            return
+        key = (tenant, group_id)
+        with self._build_lock:
+            running = self._building.get(key)
+            if running is not None and not running.done():
+                return
+            if self.config.background_builds:
+                self._building[key] = self._builds.submit(self._build, tenant, group_id)
+                return
+        self._build(tenant, group_id)
+
+    def wait_for_builds(self, timeout: float | None = None) -> None:
+        with self._build_lock:
+            futures = list(self._building.values())
+        for f in futures:
+            f.result(timeout=timeout)
+
+    def _validate(self, source: str, held: list[Example]) -> dict[str, Any]:
+        """Run the real hit path for each held example; which extraction mode works, if any."""
+        try:
+            signature = parse_signature(source)
+        except ProgramShapeError as exc:
+            return {"ok": False, "error": f"program shape: {exc}"}
+        record: dict[str, Any] = {"ok": False, "template": signature.template}
+        modes = ["choice", "free"] if self.config.use_choice else ["free"]
+        for mode in modes:
+            checks, validated = [], []
+            for ex in held:
+                text = ex.question if not ex.context else f"{ex.question}\n\nContext:\n{ex.context}"
+                check: dict[str, Any] = {"example": ex.id, "expected": ex.answer}
+                try:
+                    extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
+                    check["variables"] = extraction.variables
+                    value = check_answer(self.sandbox.run(source, extraction.variables).value)
+                    check["got"] = value
+                    check["match"] = answers_match(value, ex.answer)
+                    if check["match"]:
+                        validated.append((text, extraction.variables))
+                except (ExtractionError, SandboxError, SandboxViolation) as exc:
+                    check["match"], check["error"] = False, str(exc)
+                checks.append(check)
+            passed = sum(c["match"] for c in checks)
+            record[mode] = {"passed": passed, "of": len(checks), "checks": checks}
+            if passed >= min(self.config.validate_min, len(held)):
+                record.update(ok=True, extraction=mode, validated=validated, passed=passed, of=len(checks))
+                return record
+        return record
+
+    def _build(self, tenant: str, group_id: str) -> Entry | None:
+        examples = self.store.examples(tenant, group_id)
+        held = examples[-self.config.validate_n:]
+        candidates: list[tuple[str, str]] = []
+        for ex in reversed(examples):
+            if ex.program not in (c for _, c in candidates):
+                candidates.append(("miss-program", ex.program))
+        feedback = None
+        attempts: list[dict[str, Any]] = []
+        tried = 0
+        while True:
+            if candidates:
+                source_kind, source = candidates.pop(0)
+                if tried >= 3 and source_kind == "miss-program":
+                    continue
+            elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
+                try:
+                    source, used = generalize(self.target, held, feedback)
+                except BackendError as exc:
+                    attempts.append({"source": "target-build", "error": str(exc)})
+                    break
+                self.store.bump(tenant, "target_tokens", used)
+                source_kind = "target-build"
+            else:
+                break
+            tried += 1
+            record = self._validate(source, held)
+            attempts.append({"source": source_kind, "ok": record["ok"], "error": record.get("error")})
+            if record["ok"]:
+                template = record["template"]
+                rules = learn_rules(template, record["validated"]) if self.config.use_rules else {}
+                if len(record["validated"]) < 3:  # positions are only trusted with three agreeing examples
+                    rules = {k: r for k, r in rules.items() if r["kind"] != "position"}
+                entry = Entry(id=new_id("ent"), tenant=tenant, group_id=group_id, template=template, program=source,
+                              validation={"extraction": record["extraction"], "passed": record["passed"],
+                                          "of": record["of"], "source": source_kind, "attempts": attempts,
+                                          "held": [ex.id for ex in held], "at": time.time()},
+                              rules=rules)
+                self.store.put_entry(entry)
+                self.store.bump(tenant, "builds_ok")
+                self.events.append({"event": "build", "group": group_id, "entry": entry.id, "ok": True,
+                                    "source": source_kind, "rules": len(rules)})
+                return entry
+            failing = [c for mode in ("choice", "free") for c in record.get(mode, {}).get("checks", []) if not c["match"]]
+            feedback = "\n".join(f"- expected {c['expected']}, got {c.get('got', c.get('error'))} with "
+                                 f"variables {c.get('variables')}" for c in failing[:4]) or record.get("error")
+        group = self.store.get_group(tenant, group_id)
+        if group is not None:
+            group.build_failures += 1
+            if group.build_failures >= self.config.max_build_failures:
+                group.status, group.uncacheable_until = "uncacheable", time.time() + self.config.uncacheable_s
+            self.store.update_group(group)
+        self.store.bump(tenant, "builds_failed")
+        self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
+        return None
+
+    # -- management ---------------------------------------------------------------------------------
+    def stats(self, tenant: str = "default") -> dict[str, Any]:
+        counters = self.store.counters(tenant)
+        entries = self.store.list_entries(tenant)
+        groups = self.store.list_groups(tenant)
+        requests = counters.get("requests", 0)
+        return {
+            "requests": requests, "hits": counters.get("hits", 0), "misses": counters.get("misses", 0),
+            "fallbacks": counters.get("fallbacks", 0),
+            "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
+            "builds_ok": counters.get("builds_ok", 0), "builds_failed": counters.get("builds_failed", 0),
+            "evictions": counters.get("evictions", 0),
+            "target_tokens": counters.get("target_tokens", 0), "small_tokens": counters.get("small_tokens", 0),
+            "groups": len(groups), "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),
+            "entries_active": sum(e.status == "active" for e in entries), "entries_total": len(entries),
+            "sandbox": dict(self.sandbox.stats),
+        }
+
+    def invalidate(self, *, group: str | None = None, entry: str | None = None, tenant: str = "default") -> int:
+        """Evict one entry, or every active entry of a group (label or group id). Returns how many."""
+        if entry:
+            if self.store.get_entry(tenant, entry) is None:
+                return 0
+            self.store.set_entry_status(tenant, entry, "evicted")
+            return 1
+        if group:
+            gid = group if self.store.get_group(tenant, group) else f"label:{group}"
+            n = 0
+            for e in self.store.list_entries(tenant, "active"):
+                if e.group_id == gid:
+                    self.store.set_entry_status(tenant, e.id, "evicted")
+                    n += 1
+            return n
+        raise InvalidRequest("invalidate needs group= or entry=")
+
+    def export_entries(self, tenant: str = "default") -> list[dict[str, Any]]:
+        return [e.to_json() for e in self.store.list_entries(tenant, "active")]
+
+    def import_entries(self, data: list[dict[str, Any]], tenant: str = "default") -> int:
+        """Import exported entries (all checked first: nothing is written if any is invalid)."""
+        entries = []
+        for i, item in enumerate(data):
+            try:
+                entry = Entry.from_json(dict(item, tenant=tenant, id=new_id("ent")))
+                parse_signature(entry.program)
+            except (ValueError, TypeError, ProgramShapeError) as exc:
+                raise InvalidRequest(f"entry {i}: {exc}") from exc
+            entry.status = "active"
+            entries.append(entry)
+        for entry in entries:
+            self.store.put_entry(entry)
+        return len(entries)
+
+    def warm_start(self, path: str | Path, tenant: str = "default") -> int:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InvalidRequest(f"cannot read entries from {path}: {exc}") from exc
+        if not isinstance(data, list):
+            raise InvalidRequest(f"{path}: expected a JSON list of entries")
+        return self.import_entries(data, tenant)
+
+    def close(self) -> None:
+        self._builds.shutdown(wait=True)
+        if self._own_sandbox:
+            self.sandbox.close()
+        self.store.close()
+
+    def __enter__(self) -> MiniCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

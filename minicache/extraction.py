@@ -1,0 +1,265 @@
+"""Hit-path extraction: fill an entry's template with this request's values.
+
+Three ways, cheapest first:
+
+1. **Learned rules** (GenCache-style): for each variable, a pattern learned from validated
+   extractions - the words that anchor its number in the text, or its position among the numbers -
+   used only when it resolves every variable of the request unambiguously.
+2. **Candidate choice**: the small model fills the template as schema-constrained JSON, but each
+   variable may only take a value among the numbers actually found in the request (a JSON-schema
+   ``enum``), so the output is a handful of tokens and cannot invent digits.
+3. **Free extraction**: the same call without the enum, for variables whose values are not written
+   as numbers in the text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BackendError, MiniCacheError
+from .models.base import GenerationOptions, Message, ModelBackend
+from .store.base import Entry, Variable
+
+_NUMBER = re.compile(
+    r"(?P<neg>-|−)?(?P<cur>[$€£¥])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?P<pct>\s?%| percent\b)?(?:\s?(?P<scale>million|billion|thousand|mn|bn)\b)?", re.I)
+_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+          "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "half": 0.5,
+          "twice": 2, "double": 2, "quarterly": 4, "monthly": 12, "semi-annually": 2, "semiannually": 2,
+          "annually": 1, "daily": 365, "weekly": 52}
+_WORD_RE = re.compile(r"\b(" + "|".join(sorted(_WORDS, key=len, reverse=True)) + r")\b", re.I)
+_SCALES = {"thousand": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9}
+_TOKEN = re.compile(r"[a-z]+")
+
+
+class ExtractionError(MiniCacheError):
+    """The template could not be filled for this request (the engine falls back to the miss path)."""
+
+
+@dataclass
+class Candidate:
+    value: float
+    start: int
+    end: int
+    text: str
+
+
+def _clean(value: float) -> float | int:
+    return int(value) if float(value).is_integer() and abs(value) < 1e15 else round(value, 10)
+
+
+def find_candidates(text: str) -> list[Candidate]:
+    """Every number written in ``text``, in order, plus its scaled value ("2.4 million" -> 2400000).
+
+    Years and other numbers are all candidates: the model, or a rule, decides which one a variable is.
+    """
+    found: list[Candidate] = []
+    for m in _NUMBER.finditer(text):
+        raw = float(m.group("num").replace(",", ""))
+        if m.group("neg"):
+            raw = -raw
+        found.append(Candidate(_clean(raw), m.start(), m.end(), m.group(0)))
+        if m.group("scale"):
+            found.append(Candidate(_clean(raw * _SCALES[m.group("scale").lower()]), m.start(), m.end(), m.group(0)))
+    for m in _WORD_RE.finditer(text):
+        found.append(Candidate(_WORDS[m.group(1).lower()], m.start(), m.end(), m.group(0)))
+    found.sort(key=lambda c: (c.start, c.end))
+    return found
+
+
+def candidate_values(text: str) -> list[float | int]:
+    seen: list[float | int] = []
+    for c in find_candidates(text):
+        if c.value not in seen:
+            seen.append(c.value)
+    return seen
+
+
+# ---------------------------------------------------------------------------------------------
+# Learned rules
+
+
+def _anchor_words(text: str, cand: Candidate, width: int = 4) -> list[str]:
+    return _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-width:]
+
+
+def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per-variable rules that reproduce every validated extraction; variables without one are left out.
+
+    ``validated`` holds (request text, variables the small model extracted and validation confirmed).
+    An *anchor* rule is the shortest run of words (ending right before the number) shared by all
+    examples; a *position* rule is "the k-th of exactly n numbers". A rule is kept only if applying
+    it to each validated request gives back exactly the validated value.
+    """
+    if len(validated) < 2:
+        return {}
+    rules: dict[str, Any] = {}
+    for var in template:
+        contexts = []
+        for text, values in validated:
+            value = values.get(var.name)
+            matches = [c for c in find_candidates(text) if c.value == value]
+            if len(matches) != 1:
+                contexts = []
+                break
+            contexts.append((text, matches[0]))
+        if not contexts:
+            continue
+        windows = [_anchor_words(text, cand) for text, cand in contexts]
+        for size in range(1, 5):
+            tails = {tuple(w[-size:]) for w in windows if len(w) >= size}
+            if len(tails) == 1 and all(len(w) >= size for w in windows):
+                anchor = list(next(iter(tails)))
+                if anchor[-1] in {"of", "is", "at", "and", "the", "a", "for", "to", "by", "with", "in"} and size == 1:
+                    continue
+                rule = {"kind": "anchor", "words": anchor}
+                if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
+                    rules[var.name] = rule
+                    break
+        if var.name in rules:
+            continue
+        positions = set()
+        for text, values in validated:
+            cands = [c.value for c in find_candidates(text)]
+            positions.add((cands.index(values[var.name]) if values[var.name] in cands else -1, len(cands)))
+        if len(positions) == 1:
+            index, count = next(iter(positions))
+            if index >= 0:
+                rule = {"kind": "position", "index": index, "count": count}
+                if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
+                    rules[var.name] = rule
+    return rules
+
+
+def apply_rule(rule: dict[str, Any], text: str) -> float | int | None:
+    """The value the rule gives for ``text``, or None when it does not apply unambiguously."""
+    cands = find_candidates(text)
+    if rule["kind"] == "position":
+        if len(cands) != rule["count"]:
+            return None
+        return cands[rule["index"]].value
+    if rule["kind"] == "anchor":
+        words = rule["words"]
+        hits = {c.value for c in cands if _anchor_words(text, c)[-len(words):] == words}
+        # The scaled and unscaled readings of "2.4 million" share an anchor: take the first one written,
+        # which the validated examples agreed with.
+        hits_ordered = [c.value for c in cands if _anchor_words(text, c)[-len(words):] == words]
+        if len(hits) == 1 or (hits_ordered and len({c.start for c in cands if c.value in hits}) == 1):
+            return hits_ordered[0]
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Model extraction
+
+
+EXTRACT_SYSTEM = (
+    "You fill in the variables of a calculation from a request. For each variable, pick the value "
+    "the request gives for it, following its description exactly (units, percent as written). "
+    "Reply with JSON only.\n\nVariables:\n{variables}"
+)
+
+
+def template_prompt(template: list[Variable]) -> str:
+    lines = []
+    for v in template:
+        unit = f" [{v.unit}]" if v.unit else ""
+        lines.append(f"- {v.name} ({v.type}){unit}: {v.description or v.name.replace('_', ' ')}")
+    return EXTRACT_SYSTEM.format(variables="\n".join(lines))
+
+
+def template_schema(template: list[Variable], candidates: list[float | int] | None) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for v in template:
+        if v.type == "string":
+            props[v.name] = {"type": "string", "maxLength": 200}
+        elif candidates:
+            props[v.name] = {"enum": candidates}
+        else:
+            props[v.name] = {"type": "integer" if v.type == "integer" else "number"}
+    return {"type": "object", "properties": props, "required": [v.name for v in template],
+            "additionalProperties": False}
+
+
+@dataclass
+class Extraction:
+    variables: dict[str, Any]
+    method: str  # "rule" | "choice" | "free"
+    seconds: float
+    small_tokens: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def check_types(template: list[Variable], values: dict[str, Any]) -> dict[str, Any]:
+    """Type and range checks on an extraction: every variable present, numbers finite."""
+    out: dict[str, Any] = {}
+    for v in template:
+        if v.name not in values:
+            raise ExtractionError(f"variable {v.name!r} missing from extraction")
+        value = values[v.name]
+        if v.type in ("number", "integer"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ExtractionError(f"variable {v.name!r} should be a number, got {value!r}")
+            if value != value or value in (float("inf"), float("-inf")) or abs(value) > 1e15:
+                raise ExtractionError(f"variable {v.name!r} is out of range: {value!r}")
+            if v.type == "integer":
+                if float(value) != int(value):
+                    raise ExtractionError(f"variable {v.name!r} should be an integer, got {value!r}")
+                value = int(value)
+        elif not isinstance(value, str):
+            raise ExtractionError(f"variable {v.name!r} should be a string, got {value!r}")
+        out[v.name] = value
+    return out
+
+
+class Extractor:
+    def __init__(self, small: ModelBackend, *, use_rules: bool = True, use_choice: bool = True) -> None:
+        self.small = small
+        self.use_rules = use_rules
+        self.use_choice = use_choice
+
+    def by_rules(self, entry: Entry, text: str) -> dict[str, Any] | None:
+        if not self.use_rules or not entry.rules or any(v.name not in entry.rules for v in entry.template):
+            return None
+        values = {}
+        for v in entry.template:
+            value = apply_rule(entry.rules[v.name], text)
+            if value is None:
+                return None
+            values[v.name] = value
+        return values
+
+    def by_model(self, template: list[Variable], text: str, *, choice: bool | None = None) -> Extraction:
+        choice = self.use_choice if choice is None else choice
+        candidates = candidate_values(text) if choice else None
+        if choice and not candidates:
+            candidates = None
+        schema = template_schema(template, candidates)
+        began = time.perf_counter()
+        try:
+            out = self.small.complete(
+                [Message("system", template_prompt(template)), Message("user", text)],
+                GenerationOptions(max_tokens=32 + 24 * len(template), json_schema=schema))
+        except BackendError as exc:
+            raise ExtractionError(f"small model failed: {exc}") from exc
+        try:
+            values = json.loads(out.text)
+        except json.JSONDecodeError as exc:
+            raise ExtractionError(f"small model returned invalid JSON: {out.text[:200]!r}") from exc
+        if not isinstance(values, dict):
+            raise ExtractionError("small model returned JSON that is not an object")
+        return Extraction(check_types(template, values), "choice" if candidates else "free",
+                          time.perf_counter() - began, out.prompt_tokens + out.completion_tokens)
+
+    def extract(self, entry: Entry, text: str) -> Extraction:
+        began = time.perf_counter()
+        values = self.by_rules(entry, text)
+        if values is not None:
+            return Extraction(check_types(entry.template, values), "rule", time.perf_counter() - began)
+        mode = entry.validation.get("extraction", "choice")
+        return self.by_model(entry.template, text, choice=(mode == "choice"))

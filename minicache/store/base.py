@@ -1,0 +1,148 @@
+"""What the engine persists, and the :class:`Store` protocol every backend (SQLite, PostgreSQL) implements.
+
+Everything is stored as text or numbers (JSON for structured fields, raw float32 bytes for
+embeddings); nothing is pickled, so a store can be read and audited with plain SQL. Every row
+carries its tenant, and every query filters by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def program_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Variable:
+    """One slot of an extraction template."""
+
+    name: str
+    type: str = "number"  # "number" | "integer" | "string"
+    description: str = ""
+    unit: str = ""
+    example: Any = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Group:
+    id: str
+    tenant: str
+    label: str | None = None
+    status: str = "open"  # open | cached | uncacheable
+    build_failures: int = 0
+    uncacheable_until: float = 0.0
+    n_examples: int = 0
+    created_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class Example:
+    """A request served by the miss path: what the target wrote for it and what that computed."""
+
+    id: str
+    tenant: str
+    group_id: str
+    question: str
+    context: str | None
+    program: str
+    answer: Any
+    variables: dict[str, Any]
+    embedding: np.ndarray | None = None
+    created_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class Entry:
+    """A cache entry: extraction template + parameterized program, trusted once validated."""
+
+    id: str
+    tenant: str
+    group_id: str
+    template: list[Variable]
+    program: str
+    version: int = 1
+    status: str = "active"  # candidate | active | evicted
+    validation: dict[str, Any] = field(default_factory=dict)
+    rules: dict[str, Any] = field(default_factory=dict)  # learned extraction rules, per variable
+    hits: int = 0
+    failures: int = 0
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    @property
+    def program_hash(self) -> str:
+        return program_hash(self.program)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "tenant": self.tenant, "group_id": self.group_id, "version": self.version,
+                "status": self.status, "template": [v.as_dict() for v in self.template],
+                "program": self.program, "program_hash": self.program_hash, "validation": self.validation,
+                "rules": self.rules, "hits": self.hits, "failures": self.failures,
+                "created_at": self.created_at, "updated_at": self.updated_at}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Entry:
+        required = {"group_id", "template", "program"}
+        missing = required - set(data)
+        if missing:
+            raise ValueError(f"entry is missing {', '.join(sorted(missing))}")
+        if data.get("program_hash") and data["program_hash"] != program_hash(data["program"]):
+            raise ValueError(f"entry {data.get('id')}: program_hash does not match the program text")
+        return cls(id=data.get("id") or new_id("ent"), tenant=data.get("tenant", "default"),
+                   group_id=data["group_id"], template=[Variable(**v) for v in data["template"]],
+                   program=data["program"], version=int(data.get("version", 1)),
+                   status=data.get("status", "active"), validation=data.get("validation") or {},
+                   rules=data.get("rules") or {}, hits=int(data.get("hits", 0)),
+                   failures=int(data.get("failures", 0)))
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=float)
+
+
+class Store(Protocol):
+    """Persistence for groups, examples and entries. Implementations must be thread-safe."""
+
+    # groups
+    def get_group(self, tenant: str, group_id: str) -> Group | None: ...
+    def ensure_group(self, tenant: str, group_id: str, label: str | None = None) -> Group: ...
+    def list_groups(self, tenant: str) -> list[Group]: ...
+    def update_group(self, group: Group) -> None: ...
+    def delete_group(self, tenant: str, group_id: str) -> int: ...
+
+    # examples (routing uses their embeddings)
+    def add_example(self, example: Example) -> None: ...
+    def examples(self, tenant: str, group_id: str) -> list[Example]: ...
+    def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]: ...
+
+    # entries
+    def put_entry(self, entry: Entry) -> Entry: ...
+    def active_entry(self, tenant: str, group_id: str) -> Entry | None: ...
+    def get_entry(self, tenant: str, entry_id: str) -> Entry | None: ...
+    def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]: ...
+    def record_hit(self, tenant: str, entry_id: str) -> None: ...
+    def record_failure(self, tenant: str, entry_id: str) -> int: ...
+    def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None: ...
+    def delete_entry(self, tenant: str, entry_id: str) -> bool: ...
+
+    # counters
+    def bump(self, tenant: str, counter: str, n: int = 1) -> None: ...
+    def counters(self, tenant: str) -> dict[str, int]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,270 @@
+"""SQLite store: one file, WAL journal, versioned migrations, one connection per thread.
+
+WAL lets readers proceed while a writer commits, and several processes may open the same file.
+Every write runs in ``BEGIN IMMEDIATE`` so concurrent writers queue (busy timeout) instead of
+failing half-way, and an entry becomes visible only when its transaction commits.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..errors import MiniCacheError
+from .base import Entry, Example, Group, Variable, dumps
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE groups (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, label TEXT, status TEXT NOT NULL DEFAULT 'open',
+        build_failures INTEGER NOT NULL DEFAULT 0, uncacheable_until REAL NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL, PRIMARY KEY (tenant, id));
+    CREATE TABLE examples (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, question TEXT NOT NULL,
+        context TEXT, program TEXT NOT NULL, answer TEXT NOT NULL, variables TEXT NOT NULL,
+        embedding BLOB, created_at REAL NOT NULL, PRIMARY KEY (tenant, id));
+    CREATE INDEX examples_group ON examples (tenant, group_id);
+    CREATE TABLE entries (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, version INTEGER NOT NULL,
+        status TEXT NOT NULL, template TEXT NOT NULL, program TEXT NOT NULL, program_hash TEXT NOT NULL,
+        validation TEXT NOT NULL, rules TEXT NOT NULL DEFAULT '{}', hits INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        PRIMARY KEY (tenant, id));
+    CREATE INDEX entries_group ON entries (tenant, group_id, status);
+    CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,
+        PRIMARY KEY (tenant, name));
+    """,
+]
+
+
+class StoreError(MiniCacheError):
+    """The store could not be opened or is from a newer MiniCache."""
+
+
+class SQLiteStore:
+    def __init__(self, path: str | Path = "minicache.db") -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._migrate()
+
+    # -- connections ----------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA busy_timeout=30000")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+            conn.row_factory = sqlite3.Row
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._tx() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = c.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+            current = row["v"] or 0
+            if current > len(MIGRATIONS):
+                raise StoreError(f"{self.path} has schema version {current}; this MiniCache knows "
+                                 f"up to {len(MIGRATIONS)}. Upgrade MiniCache.")
+            for version in range(current + 1, len(MIGRATIONS) + 1):
+                for statement in MIGRATIONS[version - 1].split(";"):
+                    if statement.strip():
+                        c.execute(statement)
+                c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    def schema_version(self) -> int:
+        return self._conn().execute("SELECT MAX(version) AS v FROM schema_version").fetchone()["v"]
+
+    # -- groups -----------------------------------------------------------------------------
+    @staticmethod
+    def _group(row: sqlite3.Row, n_examples: int = 0) -> Group:
+        return Group(id=row["id"], tenant=row["tenant"], label=row["label"], status=row["status"],
+                     build_failures=row["build_failures"], uncacheable_until=row["uncacheable_until"],
+                     created_at=row["created_at"], n_examples=n_examples)
+
+    def _count_examples(self, c: sqlite3.Connection, tenant: str, group_id: str) -> int:
+        return c.execute("SELECT COUNT(*) FROM examples WHERE tenant=? AND group_id=?", (tenant, group_id)).fetchone()[0]
+
+    def get_group(self, tenant: str, group_id: str) -> Group | None:
+        c = self._conn()
+        row = c.execute("SELECT * FROM groups WHERE tenant=? AND id=?", (tenant, group_id)).fetchone()
+        return self._group(row, self._count_examples(c, tenant, group_id)) if row else None
+
+    def ensure_group(self, tenant: str, group_id: str, label: str | None = None) -> Group:
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO groups (tenant, id, label, created_at) VALUES (?,?,?,?)",
+                      (tenant, group_id, label, time.time()))
+        group = self.get_group(tenant, group_id)
+        assert group is not None
+        return group
+
+    def list_groups(self, tenant: str) -> list[Group]:
+        c = self._conn()
+        rows = c.execute("SELECT g.*, (SELECT COUNT(*) FROM examples e WHERE e.tenant=g.tenant AND "
+                         "e.group_id=g.id) AS n FROM groups g WHERE tenant=? ORDER BY created_at", (tenant,)).fetchall()
+        return [self._group(r, r["n"]) for r in rows]
+
+    def update_group(self, group: Group) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE groups SET label=?, status=?, build_failures=?, uncacheable_until=? "
+                      "WHERE tenant=? AND id=?", (group.label, group.status, group.build_failures,
+                                                  group.uncacheable_until, group.tenant, group.id))
+
+    def delete_group(self, tenant: str, group_id: str) -> int:
+        with self._tx() as c:
+            n = c.execute("DELETE FROM entries WHERE tenant=? AND group_id=?", (tenant, group_id)).rowcount
+            c.execute("DELETE FROM examples WHERE tenant=? AND group_id=?", (tenant, group_id))
+            c.execute("DELETE FROM groups WHERE tenant=? AND id=?", (tenant, group_id))
+        return n
+
+    # -- examples -------------------------------------------------------------------------
+    def add_example(self, example: Example) -> None:
+        blob = None if example.embedding is None else np.asarray(example.embedding, dtype=np.float32).tobytes()
+        with self._tx() as c:
+            c.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
+                      "embedding, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      (example.tenant, example.id, example.group_id, example.question, example.context,
+                       example.program, dumps(example.answer), dumps(example.variables), blob, example.created_at))
+
+    def examples(self, tenant: str, group_id: str) -> list[Example]:
+        rows = self._conn().execute("SELECT * FROM examples WHERE tenant=? AND group_id=? ORDER BY created_at",
+                                    (tenant, group_id)).fetchall()
+        return [Example(id=r["id"], tenant=r["tenant"], group_id=r["group_id"], question=r["question"],
+                        context=r["context"], program=r["program"], answer=json.loads(r["answer"]),
+                        variables=json.loads(r["variables"]),
+                        embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32),
+                        created_at=r["created_at"]) for r in rows]
+
+    def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]:
+        rows = self._conn().execute("SELECT group_id, embedding FROM examples WHERE tenant=? AND embedding IS NOT NULL",
+                                    (tenant,)).fetchall()
+        if not rows:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return [r["group_id"] for r in rows], np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in rows])
+
+    # -- entries --------------------------------------------------------------------------
+    @staticmethod
+    def _entry(row: sqlite3.Row) -> Entry:
+        return Entry(id=row["id"], tenant=row["tenant"], group_id=row["group_id"],
+                     template=[Variable(**v) for v in json.loads(row["template"])], program=row["program"],
+                     version=row["version"], status=row["status"], validation=json.loads(row["validation"]),
+                     rules=json.loads(row["rules"]), hits=row["hits"], failures=row["failures"],
+                     created_at=row["created_at"], updated_at=row["updated_at"])
+
+    def put_entry(self, entry: Entry) -> Entry:
+        """Insert ``entry`` as the group's newest version; an active one supersedes the previous."""
+        now = time.time()
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO groups (tenant, id, created_at) VALUES (?,?,?)",
+                      (entry.tenant, entry.group_id, now))
+            version = c.execute("SELECT COALESCE(MAX(version), 0) FROM entries WHERE tenant=? AND group_id=?",
+                                (entry.tenant, entry.group_id)).fetchone()[0] + 1
+            if entry.status == "active":
+                c.execute("UPDATE entries SET status='superseded', updated_at=? WHERE tenant=? AND group_id=? "
+                          "AND status='active'", (now, entry.tenant, entry.group_id))
+                c.execute("UPDATE groups SET status='cached' WHERE tenant=? AND id=?", (entry.tenant, entry.group_id))
+            entry.version, entry.updated_at = version, now
+            c.execute("INSERT INTO entries (tenant, id, group_id, version, status, template, program, program_hash, "
+                      "validation, rules, hits, failures, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      (entry.tenant, entry.id, entry.group_id, version, entry.status,
+                       dumps([v.as_dict() for v in entry.template]), entry.program, entry.program_hash,
+                       dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
+                       entry.created_at, now))
+        return entry
+
+    def active_entry(self, tenant: str, group_id: str) -> Entry | None:
+        row = self._conn().execute("SELECT * FROM entries WHERE tenant=? AND group_id=? AND status='active' "
+                                   "ORDER BY version DESC LIMIT 1", (tenant, group_id)).fetchone()
+        return self._entry(row) if row else None
+
+    def get_entry(self, tenant: str, entry_id: str) -> Entry | None:
+        row = self._conn().execute("SELECT * FROM entries WHERE tenant=? AND id=?", (tenant, entry_id)).fetchone()
+        return self._entry(row) if row else None
+
+    def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]:
+        sql, args = "SELECT * FROM entries WHERE tenant=?", [tenant]
+        if status:
+            sql, args = sql + " AND status=?", args + [status]
+        return [self._entry(r) for r in self._conn().execute(sql + " ORDER BY created_at", args).fetchall()]
+
+    def record_hit(self, tenant: str, entry_id: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE entries SET hits=hits+1 WHERE tenant=? AND id=?", (tenant, entry_id))
+
+    def record_failure(self, tenant: str, entry_id: str) -> int:
+        with self._tx() as c:
+            c.execute("UPDATE entries SET failures=failures+1, updated_at=? WHERE tenant=? AND id=?",
+                      (time.time(), tenant, entry_id))
+            row = c.execute("SELECT failures FROM entries WHERE tenant=? AND id=?", (tenant, entry_id)).fetchone()
+        return row[0] if row else 0
+
+    def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE entries SET status=?, updated_at=? WHERE tenant=? AND id=?",
+                      (status, time.time(), tenant, entry_id))
+            row = c.execute("SELECT group_id FROM entries WHERE tenant=? AND id=?", (tenant, entry_id)).fetchone()
+            if row and status != "active":
+                active = c.execute("SELECT COUNT(*) FROM entries WHERE tenant=? AND group_id=? AND status='active'",
+                                   (tenant, row[0])).fetchone()[0]
+                if not active:
+                    c.execute("UPDATE groups SET status='open' WHERE tenant=? AND id=? AND status='cached'",
+                              (tenant, row[0]))
+
+    def delete_entry(self, tenant: str, entry_id: str) -> bool:
+        entry = self.get_entry(tenant, entry_id)
+        if entry is None:
+            return False
+        self.set_entry_status(tenant, entry_id, "deleted")
+        with self._tx() as c:
+            c.execute("DELETE FROM entries WHERE tenant=? AND id=?", (tenant, entry_id))
+        return True
+
+    # -- counters -------------------------------------------------------------------------
+    def bump(self, tenant: str, counter: str, n: int = 1) -> None:
+        with self._tx() as c:
+            c.execute("INSERT INTO counters (tenant, name, value) VALUES (?,?,?) ON CONFLICT (tenant, name) "
+                      "DO UPDATE SET value = value + excluded.value", (tenant, counter, n))
+
+    def counters(self, tenant: str) -> dict[str, int]:
+        rows = self._conn().execute("SELECT name, value FROM counters WHERE tenant=?", (tenant,)).fetchall()
+        return {r["name"]: r["value"] for r in rows}
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()

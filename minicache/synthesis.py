@@ -1,0 +1,132 @@
+"""Build: turn a group's examples into a cache entry (template + parameterized program).
+
+The miss path asks the target for a program whose inputs are keyword parameters with the request's
+values as defaults and a comment each. Such a program *is* a candidate entry: its signature gives
+the template (names, types, descriptions and units from the comments) and its body the program.
+A build therefore first tries the programs the group already has, and only if none generalizes
+asks the target to write one from the examples, with the failures fed back, a bounded number of
+times. Whatever the source, a candidate is trusted only after the real hit path (small-model
+extraction, then the program in the sandbox) reproduces held examples.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import math
+import re
+import tokenize
+from dataclasses import dataclass
+from typing import Any
+
+from .models.base import GenerationOptions, Message
+from .programs import extract_code
+from .sandbox import SandboxViolation, check_program
+from .store.base import Example, Variable
+
+_UNIT_HINT = re.compile(r",\s*([^,]{1,30})$")
+
+
+class ProgramShapeError(ValueError):
+    """The program is not a ``solve`` function with literal keyword defaults."""
+
+
+@dataclass
+class ProgramSignature:
+    template: list[Variable]
+    defaults: dict[str, Any]
+
+
+def _comments_by_line(source: str) -> dict[int, str]:
+    comments: dict[int, str] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    except (tokenize.TokenError, IndentationError):
+        pass
+    return comments
+
+
+def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
+    """Template and defaults from ``def solve(x=1.0,  # what x is, unit ...)``."""
+    try:
+        tree = check_program(source)
+    except SandboxViolation as exc:
+        raise ProgramShapeError(str(exc)) from exc
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+    if not funcs:
+        raise ProgramShapeError(f"no function {function!r}")
+    fn = funcs[0]
+    args = fn.args
+    if args.vararg or args.kwarg or args.posonlyargs:
+        raise ProgramShapeError("solve must take plain keyword parameters")
+    params = args.args + args.kwonlyargs
+    defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults) + list(args.kw_defaults)
+    comments = _comments_by_line(source)
+    template: list[Variable] = []
+    values: dict[str, Any] = {}
+    for param, default in zip(params, defaults):
+        if default is None:
+            raise ProgramShapeError(f"parameter {param.arg!r} has no default value")
+        try:
+            value = ast.literal_eval(default)
+        except ValueError:
+            raise ProgramShapeError(f"default of {param.arg!r} is not a literal") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ProgramShapeError(f"default of {param.arg!r} must be a number or string")
+        comment = comments.get(param.lineno, "") or comments.get(getattr(default, "end_lineno", 0) or 0, "")
+        unit = ""
+        m = _UNIT_HINT.search(comment)
+        if m:
+            unit = m.group(1).strip()
+        kind = "string" if isinstance(value, str) else ("integer" if isinstance(value, int) else "number")
+        template.append(Variable(name=param.arg, type=kind, description=comment or param.arg.replace("_", " "),
+                                 unit=unit, example=value))
+        values[param.arg] = value
+    if not template:
+        raise ProgramShapeError("solve takes no parameters: nothing to reuse")
+    return ProgramSignature(template, values)
+
+
+def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) -> bool:
+    """The one numeric tolerance used everywhere: ``math.isclose(a, b, rel_tol=1e-3, abs_tol=0.01)``.
+
+    Non-numeric answers match when their normalized strings are equal.
+    """
+    try:
+        fa, fb = float(a), float(b)
+    except (TypeError, ValueError):
+        return str(a).strip().lower() == str(b).strip().lower()
+    if not (math.isfinite(fa) and math.isfinite(fb)):
+        return False
+    return math.isclose(fa, fb, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+# ---------------------------------------------------------------------------------------------
+# Asking the target for a generalized program
+
+
+BUILD_SYSTEM = """You turn worked examples into one reusable Python function.
+All examples ask for the same computation with different values. Write `def solve(...)` whose keyword
+parameters are the inputs that change between requests: the defaults are the FIRST example's values, and each
+parameter has a comment on its line saying exactly what it is, its unit and its convention
+(e.g. "annual rate, percent as written: 5% -> 5"). Return the final number. Use only the math module.
+Reply with one ```python block."""
+
+
+def build_messages(examples: list[Example], feedback: str | None = None) -> list[Message]:
+    parts = []
+    for i, ex in enumerate(examples, 1):
+        parts.append(f"Example {i}:\nRequest: {ex.question}\n" + (f"Context: {ex.context[:1500]}\n" if ex.context else "")
+                     + f"Program that answered it:\n```python\n{ex.program.strip()}\n```\nAnswer: {ex.answer}")
+    body = "\n\n".join(parts)
+    if feedback:
+        body += f"\n\nYour previous attempt failed validation:\n{feedback}\nFix it."
+    return [Message("system", BUILD_SYSTEM), Message("user", body)]
+
+
+def generalize(target, examples: list[Example], feedback: str | None = None) -> tuple[str, int]:
+    """Ask ``target`` for a generalized program; returns (source, target tokens used)."""
+    out = target.complete(build_messages(examples, feedback), GenerationOptions(max_tokens=600))
+    return extract_code(out.text), out.prompt_tokens + out.completion_tokens
