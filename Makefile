@@ -13,7 +13,7 @@ setup:  ## venv + pinned deps (builds llama-cpp-python once) + embedded models
 	@PYTHON=$(PYTHON) VENV=$(VENV) scripts/setup.sh
 
 run: setup  ## the main job on the embedded default models
-	$(BIN)/minicache demo
+	$(BIN)/minicache run
 
 test: setup  ## all tests: unit tests (fake models) and the real-model suite
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -28,20 +28,36 @@ def _data_file(*parts: str):
     return resources.files("minicache").joinpath("data", *parts)
 
 
-def formula(split: str = "train") -> Iterator[Request]:
+def formula_corrections() -> dict[tuple[str, int], str | None]:
+    """Recomputed gold for the published answers known to be wrong (None: ill-posed, dropped).
+
+    Made by scripts/recompute_formula_gold.py; docs/data.md lists them with the reasons.
+    """
+    items = json.loads(_data_file("finlora_formula", "gold_corrections.json").read_text(encoding="utf-8"))
+    return {(i["split"], i["row"]): i["corrected"] for i in items}
+
+
+def formula(split: str = "train", corrected: bool = True) -> Iterator[Request]:
     """FinLoRA "Formula" requests (OpenMDW-1.0). ``group`` is the formula name.
 
     The request text is FinLoRA's full prompt (formula, symbol explanations and question); the
-    formula name is kept only as the analysis label.
+    formula name is kept only as the analysis label. With ``corrected`` (the default) the known
+    wrong gold answers are replaced by recomputed ones and the one ill-posed request is left out.
     """
     if split not in ("train", "test"):
         raise ValueError("split must be 'train' or 'test'")
+    fixes = formula_corrections() if corrected else {}
     text = _data_file("finlora_formula", f"formula_{split}.jsonl").read_text(encoding="utf-8")
     for i, line in enumerate(text.splitlines()):
         row = json.loads(line)
+        answer = row["target"]
+        if (split, i) in fixes:
+            answer = fixes[(split, i)]
+            if answer is None:
+                continue
         match = _FORMULA_RE.match(row["context"])
         group = match.group("name") if match else None
-        yield Request(id=f"formula-{split}-{i}", question=row["context"], answer=row["target"], group=group)
+        yield Request(id=f"formula-{split}-{i}", question=row["context"], answer=answer, group=group)
 
 
 def formula_question_only(request: Request) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BackendError, MiniCacheError
-from .extraction import ExtractionError, Extractor, learn_rules
+from .extraction import ExtractionError, Extractor, learn_rules, valid_rule
 from .models.base import GenerationOptions, Message, ModelBackend
 from .programs import extract_code
 from .prompts import pot_messages
@@ -184,7 +184,7 @@ class MiniCache:
             entry = self.store.active_entry(tenant, decision.group_id)
             if entry is not None:
                 try:
-                    result = self._hit(entry, question, context, timings, tenant)
+                    result = self._hit(entry, question, context, timings, tenant, record=not no_store)
                     result.similarity = decision.similarity
                     result.timings["total_s"] = time.perf_counter() - began
                     if not no_store:
@@ -192,9 +192,15 @@ class MiniCache:
                     return result
                 except (ExtractionError, SandboxError, SandboxViolation) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
-                    self._count_failure(tenant, entry)
-        result = self._miss(decision.group_id, question, context, timings, tenant, record=not no_store,
-                            new_group=decision.new_group, label=group)
+                    if not no_store:
+                        self._count_failure(tenant, entry)
+        try:
+            result = self._miss(decision.group_id, question, context, timings, tenant, record=not no_store,
+                                new_group=decision.new_group, label=group)
+        except SolveError:
+            if not no_store:
+                self.store.bump(tenant, "errors")
+            raise
         result.similarity = decision.similarity
         if fallback_reason:
             result.route, result.fallback_reason = "fallback", fallback_reason
@@ -210,16 +216,17 @@ class MiniCache:
 
     # -- hit --------------------------------------------------------------------------------------
     def _hit(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
-             tenant: str) -> SolveResult:
+             tenant: str, record: bool = True) -> SolveResult:
         text = question if not context else f"{question}\n\nContext:\n{context}"
         extraction = self.extractor.extract(entry, text)
         timings["extract_s"] = extraction.seconds
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds
         value = check_answer(run.value)
-        self.store.record_hit(tenant, entry.id)
-        if extraction.small_tokens:
-            self.store.bump(tenant, "small_tokens", extraction.small_tokens)
+        if record:
+            self.store.record_hit(tenant, entry.id)
+            if extraction.small_tokens:
+                self.store.bump(tenant, "small_tokens", extraction.small_tokens)
         return SolveResult(answer=value, answer_text=format_answer(value, question), route="hit",
                            group=entry.group_id, entry_id=entry.id, program=entry.program,
                            variables=extraction.variables, timings=timings,
@@ -296,7 +303,8 @@ class MiniCache:
     # -- build ------------------------------------------------------------------------------------
     def _maybe_build(self, tenant: str, group_id: str) -> None:
         group = self.store.get_group(tenant, group_id)
-        if group is None or group.n_examples < self.config.build_after:
+        # A failed build is retried only once the group has gathered build_after more examples.
+        if group is None or group.n_examples < self.config.build_after * (group.build_failures + 1):
             return
         if group.status == "uncacheable" and time.time() < group.uncacheable_until:
             return
@@ -328,7 +336,10 @@ class MiniCache:
         modes = ["choice", "free"] if self.config.use_choice else ["free"]
         for mode in modes:
             checks, validated = [], []
-            for ex in held:
+            needed = min(self.config.validate_min, len(held))
+            for n, ex in enumerate(held):
+                if sum(c["match"] for c in checks) + (len(held) - n) < needed:
+                    break  # cannot reach the required matches any more
                 text = ex.question if not ex.context else f"{ex.question}\n\nContext:\n{ex.context}"
                 check: dict[str, Any] = {"example": ex.id, "expected": ex.answer}
                 try:
@@ -343,9 +354,9 @@ class MiniCache:
                     check["match"], check["error"] = False, str(exc)
                 checks.append(check)
             passed = sum(c["match"] for c in checks)
-            record[mode] = {"passed": passed, "of": len(checks), "checks": checks}
-            if passed >= min(self.config.validate_min, len(held)):
-                record.update(ok=True, extraction=mode, validated=validated, passed=passed, of=len(checks))
+            record[mode] = {"passed": passed, "of": len(held), "checks": checks}
+            if passed >= needed:
+                record.update(ok=True, extraction=mode, validated=validated, passed=passed, of=len(held))
                 return record
         return record
 
@@ -353,17 +364,14 @@ class MiniCache:
         examples = self.store.examples(tenant, group_id)
         held = examples[-self.config.validate_n:]
         candidates: list[tuple[str, str]] = []
-        for ex in reversed(examples):
-            if ex.program not in (c for _, c in candidates):
+        for ex in reversed(examples):  # the two most recent distinct parameterized programs
+            if len(candidates) < 2 and ex.program not in (c for _, c in candidates) and ex.variables:
                 candidates.append(("miss-program", ex.program))
         feedback = None
         attempts: list[dict[str, Any]] = []
-        tried = 0
         while True:
             if candidates:
                 source_kind, source = candidates.pop(0)
-                if tried >= 3 and source_kind == "miss-program":
-                    continue
             elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
                 try:
                     source, used = generalize(self.target, held, feedback)
@@ -374,7 +382,6 @@ class MiniCache:
                 source_kind = "target-build"
             else:
                 break
-            tried += 1
             record = self._validate(source, held)
             attempts.append({"source": source_kind, "ok": record["ok"], "error": record.get("error")})
             if record["ok"]:
@@ -424,9 +431,12 @@ class MiniCache:
         }
 
     def invalidate(self, *, group: str | None = None, entry: str | None = None, tenant: str = "default") -> int:
-        """Evict one entry, or every active entry of a group (label or group id). Returns how many."""
+        """Evict one active entry; or, for a group (label or group id), evict its active entries and
+        forget its examples, so the next requests start it afresh instead of rebuilding the same
+        program. Returns how many active entries were evicted."""
         if entry:
-            if self.store.get_entry(tenant, entry) is None:
+            found = self.store.get_entry(tenant, entry)
+            if found is None or found.status != "active":
                 return 0
             self.store.set_entry_status(tenant, entry, "evicted")
             return 1
@@ -437,25 +447,49 @@ class MiniCache:
                 if e.group_id == gid:
                     self.store.set_entry_status(tenant, e.id, "evicted")
                     n += 1
+            self.store.clear_examples(tenant, gid)
             return n
         raise InvalidRequest("invalidate needs group= or entry=")
 
-    def export_entries(self, tenant: str = "default") -> list[dict[str, Any]]:
-        return [e.to_json() for e in self.store.list_entries(tenant, "active")]
+    def export_entries(self, tenant: str = "default", examples: int = 3) -> list[dict[str, Any]]:
+        """Active entries as JSON, each with up to ``examples`` of its group's requests, which let an
+        importing cache route unlabelled requests to it."""
+        out = []
+        for e in self.store.list_entries(tenant, "active"):
+            data = e.to_json()
+            data["examples"] = [{"question": x.question, "context": x.context, "answer": x.answer,
+                                 "variables": x.variables} for x in self.store.examples(tenant, e.group_id)[-examples:]]
+            out.append(data)
+        return out
 
     def import_entries(self, data: list[dict[str, Any]], tenant: str = "default") -> int:
         """Import exported entries (all checked first: nothing is written if any is invalid)."""
-        entries = []
+        entries: list[tuple[Entry, list[dict[str, Any]]]] = []
         for i, item in enumerate(data):
             try:
+                if not isinstance(item, dict):
+                    raise TypeError("not a JSON object")
                 entry = Entry.from_json(dict(item, tenant=tenant, id=new_id("ent")))
                 parse_signature(entry.program)
-            except (ValueError, TypeError, ProgramShapeError) as exc:
+                bad = [name for name, rule in entry.rules.items() if not valid_rule(rule)]
+                if bad or not isinstance(entry.rules, dict):
+                    raise ValueError(f"malformed rules for {', '.join(bad) or 'the entry'}")
+                examples = item.get("examples") or []
+                if not isinstance(examples, list) or not all(isinstance(x, dict) and isinstance(x.get("question"), str)
+                                                              for x in examples):
+                    raise ValueError("examples must be a list of objects with a question")
+            except (ValueError, TypeError, KeyError, ProgramShapeError) as exc:
                 raise InvalidRequest(f"entry {i}: {exc}") from exc
             entry.status = "active"
-            entries.append(entry)
-        for entry in entries:
+            entries.append((entry, examples))
+        for entry, examples in entries:
+            self.store.ensure_group(tenant, entry.group_id)
             self.store.put_entry(entry)
+            for x in examples:
+                self.store.add_example(Example(
+                    id=new_id("ex"), tenant=tenant, group_id=entry.group_id, question=x["question"],
+                    context=x.get("context"), program=entry.program, answer=x.get("answer"),
+                    variables=x.get("variables") or {}, embedding=self.router.embed_request(x["question"])))
         return len(entries)
 
     def warm_start(self, path: str | Path, tenant: str = "default") -> int:

@@ -25,7 +25,7 @@ from .models.base import GenerationOptions, Message, ModelBackend
 from .store.base import Entry, Variable
 
 _NUMBER = re.compile(
-    r"(?P<neg>-|−)?(?P<cur>[$€£¥])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?<![\w.])(?P<neg>-|−)?(?P<cur>[$€£¥])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
     r"(?P<pct>\s?%| percent\b)?(?:\s?(?P<scale>million|billion|thousand|mn|bn)\b)?", re.I)
 _WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
           "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "half": 0.5,
@@ -135,8 +135,23 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
     return rules
 
 
+def valid_rule(rule: Any) -> bool:
+    """Shape check for rules that come from outside (imports): anything else is rejected."""
+    if not isinstance(rule, dict):
+        return False
+    if rule.get("kind") == "anchor":
+        words = rule.get("words")
+        return isinstance(words, list) and 0 < len(words) <= 8 and all(isinstance(w, str) for w in words)
+    if rule.get("kind") == "position":
+        index, count = rule.get("index"), rule.get("count")
+        return isinstance(index, int) and isinstance(count, int) and 0 <= index < count
+    return False
+
+
 def apply_rule(rule: dict[str, Any], text: str) -> float | int | None:
     """The value the rule gives for ``text``, or None when it does not apply unambiguously."""
+    if not valid_rule(rule):
+        return None
     cands = find_candidates(text)
     if rule["kind"] == "position":
         if len(cands) != rule["count"]:

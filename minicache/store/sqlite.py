@@ -52,7 +52,14 @@ class StoreError(MiniCacheError):
 class SQLiteStore:
     def __init__(self, path: str | Path = "minicache.db") -> None:
         self.path = str(path)
-        if self.path != ":memory:":
+        self._uri = False
+        self._keepalive: sqlite3.Connection | None = None
+        if self.path == ":memory:":
+            # Every plain ":memory:" connection is its own empty database; a named shared-cache
+            # in-memory database is visible to all of this store's per-thread connections.
+            self.path, self._uri = f"file:minicache-{id(self)}?mode=memory&cache=shared", True
+            self._keepalive = sqlite3.connect(self.path, uri=True, check_same_thread=False)
+        else:
             Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -64,7 +71,8 @@ class SQLiteStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False,
+                                       uri=self._uri)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute("PRAGMA busy_timeout=30000")
@@ -164,6 +172,12 @@ class SQLiteStore:
                         variables=json.loads(r["variables"]),
                         embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32),
                         created_at=r["created_at"]) for r in rows]
+
+    def clear_examples(self, tenant: str, group_id: str) -> int:
+        with self._tx() as c:
+            n = c.execute("DELETE FROM examples WHERE tenant=? AND group_id=?", (tenant, group_id)).rowcount
+            c.execute("UPDATE groups SET build_failures=0, status='open' WHERE tenant=? AND id=?", (tenant, group_id))
+        return n
 
     def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]:
         rows = self._conn().execute("SELECT group_id, embedding FROM examples WHERE tenant=? AND embedding IS NOT NULL",
@@ -268,3 +282,6 @@ class SQLiteStore:
                     pass
             self._all.clear()
         self._local = threading.local()
+        if self._keepalive is not None:
+            self._keepalive.close()
+            self._keepalive = None

@@ -1,0 +1,254 @@
+"""Test doubles for the engine: a hash embedder and a tiny two-domain "world" of fake models.
+
+Nothing here loads weights or reaches the network:
+
+* :class:`HashEmbedder` stands in for MiniLM: a bag of lowercase words hashed into 256 buckets.
+  The router embeds a request's *skeleton* (numbers already masked as NUM/MONEY/PCT), so two
+  requests of the same template wording embed identically (cosine 1.0) and requests of different
+  domains share almost no words (cosine well under the 0.80 routing threshold).
+* :class:`Domain` describes one computation (current ratio, simple interest): how its requests
+  are worded, the parameterized program a good target writes for them, and the true answer.
+* :class:`FakeTarget` / :class:`FakeSmall` are :class:`minicache.models.FakeBackend` subclasses
+  that play the target (writes ``def solve(...)`` programs) and the small model (fills extraction
+  templates as JSON). Both have a ``mode`` attribute tests switch to make them misbehave.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from minicache.errors import BackendError
+from minicache.models import FakeBackend, GenerationOptions, Message
+
+DIM = 256
+_WORD = re.compile(r"[a-z]+")
+
+
+def _bucket(word: str) -> int:
+    # hashlib, not hash(): str hashes are salted per process and the tests must be deterministic.
+    return int.from_bytes(hashlib.md5(word.encode("utf-8")).digest()[:4], "little") % DIM
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words embedder: ``embed(texts) -> (n, 256) float32`` unit vectors."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for i, text in enumerate(texts):
+            words = _WORD.findall(text.lower())
+            for word in words or ["<empty>"]:
+                out[i, _bucket(word)] += 1.0
+            out[i] /= np.linalg.norm(out[i])
+        return out
+
+
+def cosine(embedder: HashEmbedder, a: str, b: str) -> float:
+    va, vb = embedder.embed([a, b])
+    return float(va @ vb)
+
+
+# ---------------------------------------------------------------------------------------------
+# The world: two domains whose requests the fake models understand.
+
+
+_NUM = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def numbers_in(text: str) -> list[int | float]:
+    """The numbers written in ``text``, in order ("$45,000" -> 45000, "5%" -> 5)."""
+    values: list[int | float] = []
+    for raw in _NUM.findall(text):
+        raw = raw.rstrip(",").replace(",", "")
+        value = float(raw)
+        values.append(int(value) if value.is_integer() and "." not in raw else value)
+    return values
+
+
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    keyword: str  # a phrase that identifies the domain in a request
+    wording: str  # request text with {0}, {1}, ... for the values (already formatted)
+    params: tuple[tuple[str, str], ...]  # (parameter name, comment)
+    expression: str  # the program's return expression
+    compute: Callable[..., float]
+
+    def ask(self, *values: int | float) -> str:
+        return self.wording.format(*[f"{v:,}" for v in values])
+
+    def answer(self, *values: int | float) -> float:
+        return self.compute(*values)
+
+    def program(self, values: list[int | float]) -> str:
+        lines = ["def solve("]
+        for (name, comment), value in zip(self.params, values):
+            lines.append(f"    {name}={value!r},  # {comment}")
+        lines.append("):")
+        lines.append(f"    return {self.expression}")
+        return "\n".join(lines) + "\n"
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.params]
+
+
+CURRENT_RATIO = Domain(
+    name="current_ratio",
+    keyword="current ratio",
+    wording="What is the current ratio if current assets are ${0} and current liabilities are ${1}?",
+    params=(("current_assets", "current assets, dollars"), ("current_liabilities", "current liabilities, dollars")),
+    expression="current_assets / current_liabilities",
+    compute=lambda assets, liabilities: assets / liabilities,
+)
+
+SIMPLE_INTEREST = Domain(
+    name="simple_interest",
+    keyword="simple interest",
+    wording="A loan of ${0} accrues simple interest at {1}% per year for {2} years. How much interest is owed?",
+    params=(("principal", "loan principal, dollars"), ("rate_pct", "annual interest rate, percent as written"),
+            ("years", "loan term, years")),
+    expression="principal * rate_pct / 100 * years",
+    compute=lambda principal, rate, years: principal * rate / 100 * years,
+)
+
+DOMAINS = (CURRENT_RATIO, SIMPLE_INTEREST)
+
+# Value sets that give distinct answers (so a wrong extraction is always noticed).
+CR_VALUES = [(45000, 30000), (120000, 80000), (9000, 4000), (56000, 70000), (33000, 11000), (18000, 24000),
+             (75000, 25000), (64000, 16000), (21000, 14000), (99000, 33000)]
+SI_VALUES = [(12000, 5, 3), (8000, 4, 2), (15000, 6, 5), (2500, 3, 4), (40000, 7, 10), (6000, 2, 6)]
+
+
+def domain_of(text: str) -> Domain | None:
+    lowered = text.lower()
+    for domain in DOMAINS:
+        if domain.keyword in lowered:
+            return domain
+    return None
+
+
+def request_of(messages: list[Message]) -> str:
+    """The request text in a miss-path prompt (see minicache.prompts.pot_messages)."""
+    body = messages[1].content
+    if "Request:\n" not in body:
+        raise AssertionError(f"not a miss-path prompt: {body[:200]!r}")
+    request = body.split("Request:\n", 1)[1]
+    return request.split("\n\nDo not answer directly.", 1)[0]
+
+
+def first_build_request(messages: list[Message]) -> str:
+    """The first example's request in a build prompt (see minicache.synthesis.build_messages)."""
+    m = re.search(r"Example 1:\nRequest: (.*)\n", messages[1].content)
+    if not m:
+        raise AssertionError("build prompt without examples")
+    return m.group(1)
+
+
+BROKEN_PROGRAM = "def solve(x=1,  # a number\n):\n    return x / 0\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake models
+
+
+class FakeTarget(FakeBackend):
+    """Writes the correct parameterized program for a miss-path request (defaults = its numbers).
+
+    ``mode`` (miss path): "ok" | "broken" (program raises) | "broken_once" (first attempt of each
+    request raises, the retry is fine) | "constant" (a correct answer but a ``solve()`` with no
+    parameters, so nothing to reuse) | "raise" (BackendError).
+    ``build_mode`` (generalization calls from a build): "ok" | "broken" | "raise".
+    """
+
+    def __init__(self, mode: str = "ok", build_mode: str = "ok") -> None:
+        super().__init__(self._reply, name="fake-target")
+        self.mode = mode
+        self.build_mode = build_mode
+        self.miss_calls = 0
+        self.build_calls = 0
+
+    def _reply(self, messages: list[Message], options: GenerationOptions) -> Any:
+        if "Request:\n" in messages[1].content:
+            self.miss_calls += 1
+            return self._miss(messages)
+        self.build_calls += 1
+        return self._build(messages)
+
+    def _miss(self, messages: list[Message]) -> Any:
+        if self.mode == "raise":
+            return BackendError("fake target is down")
+        question = request_of(messages)
+        domain = domain_of(question)
+        if domain is None:
+            return "I don't know how to solve that."
+        values = numbers_in(question)[:len(domain.params)]
+        if self.mode == "broken" or (self.mode == "broken_once" and len(messages) == 2):
+            return f"```python\n{BROKEN_PROGRAM}```"
+        if self.mode == "constant":
+            return f"```python\ndef solve():\n    return {domain.answer(*values)!r}\n```"
+        return f"Here is the program.\n```python\n{domain.program(values)}```\n"
+
+    def _build(self, messages: list[Message]) -> Any:
+        if self.build_mode == "raise":
+            return BackendError("fake target is down (build)")
+        if self.build_mode == "broken":
+            return f"```python\n{BROKEN_PROGRAM}```"
+        question = first_build_request(messages)
+        domain = domain_of(question)
+        assert domain is not None, question
+        return f"```python\n{domain.program(numbers_in(question)[:len(domain.params)])}```"
+
+
+class FakeSmall(FakeBackend):
+    """Fills an extraction template: the request's numbers, in order, to the variables, in order.
+
+    The variables come from ``options.json_schema["properties"]`` (as the engine sends them); with
+    candidate choice each has an ``enum`` of the numbers in the request, and a good answer is one
+    of them. ``mode``: "ok" | "wrong" (every variable gets the request's first number) |
+    "invalid_json" | "raise" (BackendError) | "missing" (leaves a variable out) | "not_object" |
+    "string" (numbers as text).
+    """
+
+    def __init__(self, mode: str = "ok") -> None:
+        super().__init__(self._reply, name="fake-small")
+        self.mode = mode
+
+    def _reply(self, messages: list[Message], options: GenerationOptions) -> Any:
+        schema = options.json_schema
+        assert schema is not None, "extraction calls are schema-constrained"
+        assert messages[0].role == "system" and "Variables:" in messages[0].content
+        props: dict[str, Any] = schema["properties"]
+        names = list(props)
+        for name in names:
+            assert f"- {name} (" in messages[0].content, "the prompt lists every variable"
+        if self.mode == "raise":
+            return BackendError("fake small model failed")
+        if self.mode == "invalid_json":
+            return "{current_assets: forty-five thousand"
+        if self.mode == "not_object":
+            return "[1, 2, 3]"
+        text = messages[1].content
+        found = numbers_in(text)
+        if self.mode == "wrong":
+            values = [found[0]] * len(names)
+        else:
+            values = (found + [0] * len(names))[:len(names)]
+        out: dict[str, Any] = {}
+        for name, value in zip(names, values):
+            enum = props[name].get("enum")
+            if enum is not None and self.mode in ("ok", "wrong"):
+                assert value in enum, f"{value!r} is not among the candidates {enum!r}"
+            out[name] = str(value) if self.mode == "string" else value
+        if self.mode == "missing":
+            out.pop(names[-1])
+        return out

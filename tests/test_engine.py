@@ -1,0 +1,610 @@
+"""MiniCache engine behaviour, end to end, with fake models, a hash embedder and a real sandbox.
+
+The fakes (tests/fakes.py) know two domains, current ratio and simple interest. A good fake target
+writes the correct parameterized program for any request of either; a good fake small model fills
+extraction templates with the request's numbers. Tests switch their ``mode`` to make them misbehave.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fakes import (CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget,
+                   HashEmbedder, cosine)
+from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
+from minicache.routing import skeleton
+from minicache.sandbox import SandboxPool
+from minicache.store import SQLiteStore
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with SandboxPool(size=2) as pool:
+        yield pool
+
+
+@dataclass
+class Rig:
+    mc: MiniCache
+    target: FakeTarget
+    small: FakeSmall
+    store: SQLiteStore
+    path: Path
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    """Factory: a MiniCache on fakes over ``tmp_path/<db>``; every one made is closed at teardown."""
+    made: list[MiniCache] = []
+
+    def factory(db: str = "mc.db", *, target: FakeTarget | None = None, small: FakeSmall | None = None,
+                **config) -> Rig:
+        path = tmp_path / db
+        store = SQLiteStore(path)
+        target = target or FakeTarget()
+        small = small or FakeSmall()
+        mc = MiniCache(target, small, store=store, embedder=HashEmbedder(),
+                       config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
+        made.append(mc)
+        return Rig(mc, target, small, store, path)
+
+    yield factory
+    for mc in made:
+        mc.close()
+
+
+@pytest.fixture
+def rig(make) -> Rig:
+    return make()
+
+
+def ask(rig: Rig, domain: Domain, values, **kwargs):
+    """Solve one request and check the answer is right, whatever the route."""
+    result = rig.mc.solve(domain.ask(*values), **kwargs)
+    assert result.answer == pytest.approx(domain.answer(*values), rel=1e-9), result
+    return result
+
+
+def warm(rig: Rig, domain: Domain, values_list, **kwargs):
+    return [ask(rig, domain, values, **kwargs) for values in values_list]
+
+
+def snapshot(store: SQLiteStore, tenant: str = "default"):
+    return (store.counters(tenant),
+            [(g.id, g.label, g.status, g.build_failures, g.n_examples) for g in store.list_groups(tenant)],
+            [(e.id, e.status, e.version, e.hits, e.failures) for e in store.list_entries(tenant)])
+
+
+def consistent(stats) -> bool:
+    return stats["requests"] == stats["hits"] + stats["misses"] + stats["fallbacks"]
+
+
+# -- the fake embedder --------------------------------------------------------------------------
+
+
+def test_hash_embedder_gives_unit_vectors_and_separates_wordings():
+    embedder = HashEmbedder()
+    vectors = embedder.embed(["current ratio", "simple interest", ""])
+    assert vectors.shape == (3, 256) and vectors.dtype.name == "float32"
+    assert [round(float(v @ v), 5) for v in vectors] == [1.0, 1.0, 1.0]
+    same = cosine(embedder, skeleton(CURRENT_RATIO.ask(*CR_VALUES[0])), skeleton(CURRENT_RATIO.ask(*CR_VALUES[1])))
+    other = cosine(embedder, skeleton(CURRENT_RATIO.ask(*CR_VALUES[0])), skeleton(SIMPLE_INTEREST.ask(*SI_VALUES[0])))
+    assert same >= 0.8 > other
+
+
+# -- routing ------------------------------------------------------------------------------------
+
+
+def test_same_template_requests_share_a_group_and_different_domains_do_not(rig):
+    cr = warm(rig, CURRENT_RATIO, CR_VALUES[:2])
+    si = warm(rig, SIMPLE_INTEREST, SI_VALUES[:2])
+    assert cr[0].group == cr[1].group
+    assert si[0].group == si[1].group
+    assert cr[0].group != si[0].group
+    assert cr[1].similarity >= 0.8 and si[0].similarity < 0.8
+    assert sorted(g.n_examples for g in rig.store.list_groups("default")) == [2, 2]
+
+
+def test_explicit_group_label_takes_precedence_over_similarity(rig):
+    unlabeled = ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    labeled = ask(rig, CURRENT_RATIO, CR_VALUES[1], group="mine")
+    other_domain = ask(rig, SIMPLE_INTEREST, SI_VALUES[0], group="mine")
+    assert labeled.group == other_domain.group == "label:mine"
+    assert labeled.group != unlabeled.group
+    assert labeled.similarity == 1.0
+    group = rig.store.get_group("default", "label:mine")
+    assert group is not None and group.label == "mine" and group.n_examples == 2
+
+
+# -- miss ---------------------------------------------------------------------------------------
+
+
+def test_first_request_is_a_miss_answered_by_the_target_and_recorded(rig):
+    question = CURRENT_RATIO.ask(*CR_VALUES[0])
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    assert result.route == "miss" and result.entry_id is None
+    assert result.answer_text == "1.5"
+    assert "def solve(" in result.program
+    assert result.variables == {"current_assets": 45000, "current_liabilities": 30000}
+    assert result.tokens["target"] > 0 and result.tokens["small"] == 0
+    assert {"route_s", "target_s", "sandbox_s", "record_s", "total_s"} <= set(result.timings)
+    examples = rig.store.examples("default", result.group)
+    assert len(examples) == 1
+    ex = examples[0]
+    assert (ex.question, ex.program, ex.answer, ex.variables) == (question, result.program, 1.5, result.variables)
+    assert ex.embedding is not None and ex.embedding.shape == (256,)
+    stats = rig.mc.stats()
+    assert (stats["requests"], stats["misses"], stats["hits"], stats["groups"]) == (1, 1, 0, 1)
+    assert stats["target_tokens"] == result.tokens["target"]
+    assert rig.mc.store.list_entries("default") == []
+
+
+def test_miss_retries_a_broken_program_once(make):
+    rig = make(target=FakeTarget(mode="broken_once"))
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    assert result.route == "miss"
+    assert rig.target.miss_calls == 2
+    retry = rig.target.calls[1].messages
+    assert retry[-1].role == "user" and "That program failed" in retry[-1].content
+
+
+@pytest.mark.parametrize("mode", ["broken", "raise"])
+def test_target_failure_raises_solve_error_and_records_no_example(make, mode):
+    rig = make(target=FakeTarget(mode=mode))
+    with pytest.raises(SolveError):
+        rig.mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0]))
+    assert rig.store.list_groups("default") == []
+    assert rig.store.counters("default").get("misses", 0) == 0
+
+
+def test_context_is_passed_to_the_target_and_dict_context_becomes_json(rig):
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[0], context={"company": "Acme"})
+    assert result.route == "miss"
+    prompt = rig.target.calls[-1].messages[1].content
+    assert 'Context:\n{"company": "Acme"}' in prompt
+    assert rig.store.examples("default", result.group)[0].context == '{"company": "Acme"}'
+
+
+def test_utf8_bytes_question_is_accepted(rig):
+    result = rig.mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0]).encode("utf-8"))
+    assert result.answer == pytest.approx(1.5)
+
+
+def test_answer_text_uses_requested_decimal_places():
+    assert format_answer(1.5, "What is X? Round to 2 decimal places.") == "1.50"
+    assert format_answer(2 / 3, "Give it to three decimal places") == "0.667"
+    assert format_answer(7, "How many?") == "7"
+
+
+# -- build and hit ------------------------------------------------------------------------------
+
+
+def test_entry_is_built_after_build_after_misses_and_next_request_hits(rig):
+    first = warm(rig, CURRENT_RATIO, CR_VALUES[:2])
+    assert [r.route for r in first] == ["miss", "miss"]
+    assert rig.store.list_entries("default") == []
+    third = ask(rig, CURRENT_RATIO, CR_VALUES[2])
+    assert third.route == "miss"
+    entries = rig.store.list_entries("default", "active")
+    assert len(entries) == 1
+    entry = entries[0]
+    assert entry.group_id == third.group
+    assert [v.name for v in entry.template] == ["current_assets", "current_liabilities"]
+    assert entry.template[0].description == "current assets, dollars"
+    assert entry.validation["extraction"] == "choice"
+    assert entry.validation["passed"] >= 2 and entry.validation["of"] == 3
+    assert entry.validation["source"] == "miss-program"
+    assert rig.store.get_group("default", third.group).status == "cached"
+    assert rig.mc.events[-1]["event"] == "build" and rig.mc.events[-1]["ok"] is True
+
+    values = CR_VALUES[3]
+    hit = ask(rig, CURRENT_RATIO, values)
+    assert hit.route == "hit"
+    assert hit.group == third.group and hit.entry_id == entry.id
+    assert hit.program == entry.program
+    assert hit.variables == dict(zip(CURRENT_RATIO.names, values))
+    assert {"route_s", "extract_s", "sandbox_s", "total_s"} <= set(hit.timings)
+    assert hit.tokens["target"] == 0
+    assert hit.similarity >= 0.8
+    stats = rig.mc.stats()
+    assert (stats["hits"], stats["misses"], stats["builds_ok"], stats["entries_active"]) == (1, 3, 1, 1)
+    assert stats["hit_rate"] == pytest.approx(0.25)
+    assert consistent(stats)
+    assert rig.store.get_entry("default", entry.id).hits == 1
+
+
+def test_hit_with_model_extraction_reports_small_tokens(make):
+    rig = make(use_rules=False)
+    warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    calls = len(rig.small.calls)
+    hit = ask(rig, SIMPLE_INTEREST, SI_VALUES[3])
+    assert hit.route == "hit" and hit.extraction == "choice"
+    assert len(rig.small.calls) == calls + 1
+    assert hit.tokens["small"] > 0
+    assert rig.mc.stats()["small_tokens"] == hit.tokens["small"]
+
+
+def test_learned_rules_serve_hits_without_the_small_model(rig):
+    warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    entry = rig.store.list_entries("default", "active")[0]
+    assert set(entry.rules) == {"principal", "rate_pct", "years"}
+    assert all(rule["kind"] in ("anchor", "position") for rule in entry.rules.values())
+    calls = len(rig.small.calls)
+    for values in SI_VALUES[3:]:
+        hit = ask(rig, SIMPLE_INTEREST, values)
+        assert hit.route == "hit" and hit.extraction == "rule"
+        assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values))
+        assert hit.tokens["small"] == 0
+    assert len(rig.small.calls) == calls
+
+
+def test_unparameterized_miss_programs_are_generalized_by_the_target(make):
+    rig = make(target=FakeTarget(mode="constant"))
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    assert results[0].variables == {}
+    assert rig.target.build_calls == 1
+    entry = rig.store.active_entry("default", results[0].group)
+    assert entry is not None and entry.validation["source"] == "target-build"
+    hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
+    assert hit.route == "hit" and hit.entry_id == entry.id
+
+
+def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
+    rig = make(small=FakeSmall(mode="wrong"))
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    group_id = results[0].group
+    assert rig.store.list_entries("default") == []
+    assert rig.mc.stats()["builds_failed"] == 1
+    assert rig.store.get_group("default", group_id).build_failures == 1
+    assert rig.store.get_group("default", group_id).status == "open"
+    assert rig.mc.events[-1] == {"event": "build", "group": group_id, "ok": False,
+                                 "attempts": rig.mc.events[-1]["attempts"]}
+
+    small_calls = len(rig.small.calls)
+    warm(rig, CURRENT_RATIO, CR_VALUES[3:5])  # a failed build waits for build_after more examples
+    assert len(rig.small.calls) == small_calls and rig.mc.stats()["builds_failed"] == 1
+    warm(rig, CURRENT_RATIO, CR_VALUES[5:9])  # retried at 6 and at 9 examples
+    group = rig.store.get_group("default", group_id)
+    assert group.build_failures == 3 and group.status == "uncacheable"
+    assert rig.mc.stats()["builds_failed"] == 3 and rig.mc.stats()["uncacheable_groups"] == 1
+
+    small_calls, build_calls = len(rig.small.calls), rig.target.build_calls
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[9])
+    assert result.route == "miss"
+    assert (len(rig.small.calls), rig.target.build_calls) == (small_calls, build_calls)  # no build tried
+    assert rig.store.list_entries("default") == []
+    assert rig.mc.stats()["builds_failed"] == 3
+
+
+def test_failed_target_generalization_counts_as_failed_build(make):
+    rig = make(target=FakeTarget(mode="constant", build_mode="raise"))
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    assert rig.target.build_calls == 1
+    assert rig.store.list_entries("default") == []
+    assert rig.mc.stats()["builds_failed"] == 1
+
+
+# -- fallback -----------------------------------------------------------------------------------
+
+
+def test_failing_extraction_falls_back_to_the_target_and_evicts_after_max_failures(make):
+    rig = make(use_rules=False)
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    entry = rig.store.list_entries("default", "active")[0]
+    rig.small.mode = "raise"
+
+    for n, values in enumerate(CR_VALUES[3:6], start=1):
+        result = ask(rig, CURRENT_RATIO, values)
+        assert result.route == "fallback"
+        assert "ExtractionError" in result.fallback_reason
+        assert result.group == entry.group_id
+        assert rig.store.get_entry("default", entry.id).failures == n
+    assert rig.store.get_entry("default", entry.id).status == "evicted"
+    assert rig.store.active_entry("default", entry.group_id) is None
+    assert {"event": "evict", "group": entry.group_id, "entry": entry.id, "failures": 3} in rig.mc.events
+    stats = rig.mc.stats()
+    assert (stats["fallbacks"], stats["evictions"], stats["entries_active"]) == (3, 1, 0)
+    assert consistent(stats)
+
+    after = ask(rig, CURRENT_RATIO, CR_VALUES[6])
+    assert after.route == "miss"
+
+
+@pytest.mark.parametrize("mode", ["raise", "invalid_json", "not_object", "missing", "string"])
+def test_template_the_small_model_cannot_fill_falls_back_cleanly(make, mode):
+    rig = make(use_rules=False)
+    warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    entry = rig.store.list_entries("default", "active")[0]
+    rig.small.mode = mode
+    result = ask(rig, SIMPLE_INTEREST, SI_VALUES[3])
+    assert result.route == "fallback"
+    assert result.fallback_reason.startswith("ExtractionError")
+    assert result.tokens["target"] > 0
+    assert rig.store.get_entry("default", entry.id).failures == 1
+    assert rig.store.get_entry("default", entry.id).status == "active"
+    stats = rig.mc.stats()
+    assert (stats["fallbacks"], stats["hits"]) == (1, 0) and consistent(stats)
+
+
+def test_request_a_rule_cannot_read_asks_the_small_model(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    calls = len(rig.small.calls)
+    # Different wording, same group by label: the learned anchors ("assets are") do not apply.
+    result = rig.mc.solve("Current ratio please: assets 64,000 over liabilities 16,000.", group="cr")
+    assert result.route == "hit" and result.extraction == "choice"
+    assert result.answer == pytest.approx(4.0)
+    assert len(rig.small.calls) == calls + 1
+
+
+# -- invalidation -------------------------------------------------------------------------------
+
+
+def test_invalidate_group_by_label_evicts_its_entry(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    cr_entry = rig.store.active_entry("default", "label:cr")
+    si_entry = [e for e in rig.store.list_entries("default", "active") if e.id != cr_entry.id][0]
+    assert rig.mc.invalidate(group="cr") == 1
+    assert rig.store.get_entry("default", cr_entry.id).status == "evicted"
+    assert rig.store.get_entry("default", si_entry.id).status == "active"
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[3], group="cr")
+    assert result.route == "miss"
+    # Invalidation forgot the group's examples: it starts afresh and is rebuilt from new requests only.
+    assert rig.store.active_entry("default", "label:cr") is None
+    assert len(rig.store.examples("default", "label:cr")) == 1
+    warm(rig, CURRENT_RATIO, CR_VALUES[4:6], group="cr")
+    rebuilt = rig.store.active_entry("default", "label:cr")
+    assert rebuilt is not None and rebuilt.id != cr_entry.id and rebuilt.version == 2
+    assert rig.mc.invalidate(group="label:cr") == 1
+    assert rig.store.active_entry("default", "label:cr") is None
+    assert rig.mc.invalidate(group="no-such-group") == 0
+
+
+def test_invalidate_group_by_group_id(rig):
+    results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    assert rig.mc.invalidate(group=results[0].group) == 1
+    assert rig.store.active_entry("default", results[0].group) is None
+
+
+def test_invalidate_entry_by_id(rig):
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    entry = rig.store.active_entry("default", results[0].group)
+    assert rig.mc.invalidate(entry=entry.id) == 1
+    assert rig.store.get_entry("default", entry.id).status == "evicted"
+    assert rig.store.get_group("default", results[0].group).status == "open"
+    assert rig.mc.invalidate(entry="ent_does_not_exist") == 0
+    with pytest.raises(InvalidRequest):
+        rig.mc.invalidate()
+
+
+# -- persistence, concurrency, tenants ----------------------------------------------------------
+
+
+def test_entry_survives_a_restart_on_the_same_database(make):
+    first = make("shared.db")
+    warm(first, CURRENT_RATIO, CR_VALUES[:3])
+    entry_id = first.store.list_entries("default", "active")[0].id
+    first.mc.close()
+
+    second = make("shared.db")
+    hit = ask(second, CURRENT_RATIO, CR_VALUES[3])
+    assert hit.route == "hit" and hit.entry_id == entry_id
+    assert second.target.calls == []
+    stats = second.mc.stats()
+    assert (stats["requests"], stats["misses"], stats["hits"]) == (4, 3, 1)
+
+
+def test_concurrent_solves_are_correct_and_counted(rig):
+    # One request per domain first, so that both groups exist before the threads race.
+    ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    ask(rig, SIMPLE_INTEREST, SI_VALUES[0])
+    errors: list[BaseException] = []
+    routes: list[str] = []
+    lock = threading.Lock()
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(6):
+                if (i + k) % 2:
+                    values = CR_VALUES[(i + k) % len(CR_VALUES)]
+                    result = rig.mc.solve(CURRENT_RATIO.ask(*values))
+                    expected = CURRENT_RATIO.answer(*values)
+                else:
+                    values = SI_VALUES[(i + k) % len(SI_VALUES)]
+                    result = rig.mc.solve(SIMPLE_INTEREST.ask(*values))
+                    expected = SIMPLE_INTEREST.answer(*values)
+                assert result.answer == pytest.approx(expected), (values, result)
+                with lock:
+                    routes.append(result.route)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(routes) == 24
+    stats = rig.mc.stats()
+    assert stats["requests"] == 26
+    assert consistent(stats)
+    assert stats["hits"] == routes.count("hit") and stats["fallbacks"] == 0
+    assert stats["hits"] > 0
+    assert stats["groups"] == 2
+
+
+def test_export_import_round_trip_into_another_tenant(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr", tenant="a")
+    exported = rig.mc.export_entries("a")
+    assert len(exported) == 1 and exported[0]["tenant"] == "a"
+    assert rig.mc.import_entries(exported, tenant="b") == 1
+    imported = rig.store.list_entries("b", "active")
+    assert len(imported) == 1
+    assert imported[0].id != exported[0]["id"] and imported[0].tenant == "b"
+    assert imported[0].program == exported[0]["program"] and imported[0].rules == exported[0]["rules"]
+    hit = ask(rig, CURRENT_RATIO, CR_VALUES[3], group="cr", tenant="b")
+    assert hit.route == "hit" and hit.entry_id == imported[0].id
+    assert rig.target.miss_calls == 3  # tenant b never asked the target
+    assert rig.mc.stats("b")["hits"] == 1 and rig.mc.stats("a")["hits"] == 0
+
+
+def test_imported_entries_serve_unlabelled_requests(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], tenant="a")
+    assert rig.mc.import_entries(rig.mc.export_entries("a"), tenant="b") == 1
+    hit = ask(rig, CURRENT_RATIO, CR_VALUES[3], tenant="b")
+    assert hit.route == "hit"
+
+
+def test_warm_start_reads_exported_entries_from_a_file(rig, tmp_path):
+    import json
+
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    path = tmp_path / "entries.json"
+    path.write_text(json.dumps(rig.mc.export_entries()), encoding="utf-8")
+    assert rig.mc.warm_start(path, tenant="c") == 1
+    assert ask(rig, CURRENT_RATIO, CR_VALUES[4], group="cr", tenant="c").route == "hit"
+    path.write_text('{"not": "a list"}', encoding="utf-8")
+    with pytest.raises(InvalidRequest):
+        rig.mc.warm_start(path, tenant="d")
+    with pytest.raises(InvalidRequest):
+        rig.mc.warm_start(tmp_path / "missing.json", tenant="d")
+    assert rig.store.list_entries("d") == []
+
+
+def test_entry_in_one_tenant_is_not_a_hit_in_another(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], tenant="a")
+    assert ask(rig, CURRENT_RATIO, CR_VALUES[3], tenant="a").route == "hit"
+    other = ask(rig, CURRENT_RATIO, CR_VALUES[4], tenant="b")
+    assert other.route == "miss"
+    labelled = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3], group="si", tenant="a")
+    assert labelled[-1].route == "miss"
+    assert ask(rig, SIMPLE_INTEREST, SI_VALUES[3], group="si", tenant="b").route == "miss"
+    assert rig.store.list_entries("b") == []
+    assert rig.mc.stats("b")["requests"] == 2 and rig.mc.stats("b")["hits"] == 0
+    assert rig.mc.stats("a")["hits"] == 1
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+GOOD = CURRENT_RATIO.ask(*CR_VALUES[0])
+
+BAD_REQUESTS = {
+    "empty question": dict(question=""),
+    "whitespace question": dict(question=" \n\t "),
+    "None question": dict(question=None),
+    "1 MB question": dict(question=GOOD + " " + "x" * 1_000_000),
+    "non-UTF-8 bytes": dict(question=b"What is the current ratio \xff\xfe?"),
+    "NUL in question": dict(question=GOOD + "\x00"),
+    "question is a number": dict(question=42),
+    "question is a dict": dict(question={"q": GOOD}),
+    "context is an object": dict(question=GOOD, context=object()),
+    "non-UTF-8 context": dict(question=GOOD, context=b"\x80\x81"),
+    "too-long group label": dict(question=GOOD, group="g" * 201),
+    "blank group label": dict(question=GOOD, group="   "),
+    "group label not text": dict(question=GOOD, group=7),
+    "empty tenant": dict(question=GOOD, tenant=""),
+    "too-long tenant": dict(question=GOOD, tenant="t" * 201),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_REQUESTS), ids=list(BAD_REQUESTS))
+def test_bad_request_is_rejected_and_changes_nothing(make, case):
+    rig = make()
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])  # a store with a group and an active entry
+    tenants = ["default", "", "t" * 201]
+    before = [snapshot(rig.store, t) for t in tenants]
+    calls = (len(rig.target.calls), len(rig.small.calls))
+    kwargs = dict(BAD_REQUESTS[case])
+    question = kwargs.pop("question")
+    with pytest.raises(InvalidRequest):
+        rig.mc.solve(question, **kwargs)
+    assert [snapshot(rig.store, t) for t in tenants] == before
+    assert (len(rig.target.calls), len(rig.small.calls)) == calls
+
+
+def test_too_long_context_is_rejected(make):
+    rig = make(max_context_chars=100)
+    with pytest.raises(InvalidRequest):
+        rig.mc.solve(GOOD, context="c" * 101)
+    assert rig.store.counters("default") == {}
+
+
+# -- no_cache / no_store / force_refresh --------------------------------------------------------
+
+
+def test_no_cache_skips_an_active_entry(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[3], no_cache=True)
+    assert result.route == "miss"
+    assert rig.store.examples("default", result.group)[-1].question == CURRENT_RATIO.ask(*CR_VALUES[3])
+
+
+def test_force_refresh_recomputes_with_the_target_and_records_it(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    calls = rig.target.miss_calls
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[0], force_refresh=True)
+    assert result.route == "miss" and rig.target.miss_calls == calls + 1
+    assert len(rig.store.examples("default", result.group)) == 4
+
+
+def test_no_store_miss_records_nothing(rig):
+    ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    before = snapshot(rig.store)
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[1], no_store=True)
+    assert result.route == "miss"
+    assert snapshot(rig.store) == before
+
+
+def test_no_store_hit_records_nothing(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    before = snapshot(rig.store)
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[3], no_store=True)
+    assert result.route == "hit"
+    assert snapshot(rig.store) == before
+
+
+# -- import validation --------------------------------------------------------------------------
+
+
+def _bad_entries(good: dict) -> dict[str, object]:
+    no_hash = {k: v for k, v in good.items() if k != "program_hash"}
+    return {
+        "missing program": {k: v for k, v in good.items() if k not in ("program", "program_hash")},
+        "missing group_id": {k: v for k, v in good.items() if k != "group_id"},
+        "program_hash mismatch": dict(good, program=good["program"].replace("/", "*")),
+        "parameters without defaults": dict(no_hash, program="def solve(a, b):\n    return a / b\n"),
+        "forbidden import": dict(no_hash, program="import os\ndef solve(x=1,  # x\n):\n    return x\n"),
+        "no solve function": dict(no_hash, program="def other(x=1):\n    return x\n"),
+        "unknown template field": dict(good, template=[{"name": "x", "colour": "red"}]),
+        "version not a number": dict(good, version="v2"),
+        "not a dict": "this is not an entry",
+        "None": None,
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_entries({"program": "", "group_id": ""})))
+def test_import_with_one_bad_entry_writes_nothing(rig, case):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    good = rig.mc.export_entries()[0]
+    bad = _bad_entries(good)[case]
+    with pytest.raises(InvalidRequest):
+        rig.mc.import_entries([good, bad], tenant="b")
+    assert rig.store.list_entries("b") == [] and rig.store.list_groups("b") == []
+
+
+def test_imported_entry_with_malformed_rules_does_not_crash_solve(rig):
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    good = rig.mc.export_entries()[0]
+    bad = dict(good, rules={name: {"kind": "anchor"} for name in CURRENT_RATIO.names})  # no "words"
+    try:
+        rig.mc.import_entries([bad], tenant="b")
+    except InvalidRequest:
+        assert rig.store.list_entries("b") == []
+        return
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[3], group="cr", tenant="b")
+    assert result.route in ("hit", "fallback")

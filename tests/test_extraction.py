@@ -1,0 +1,244 @@
+"""Hit-path extraction: number candidates, learned rules, type checks, the small model's schema."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall
+from minicache.extraction import (ExtractionError, Extractor, apply_rule, candidate_values, check_types,
+                                  find_candidates, learn_rules, template_prompt, template_schema)
+from minicache.models import FakeBackend
+from minicache.store import Entry, Variable
+
+
+def values_of(text: str) -> list:
+    return [c.value for c in find_candidates(text)]
+
+
+# -- find_candidates ----------------------------------------------------------------------------
+
+
+def test_thousands_separators_and_currency_are_read_as_one_number():
+    cands = find_candidates("Revenue was $1,234,567.89 and costs were 2,000 units.")
+    assert [c.value for c in cands] == [1234567.89, 2000]
+    assert "$1,234,567.89" in cands[0].text
+    assert isinstance(cands[1].value, int)
+
+
+def test_percentages_are_read_as_written():
+    assert values_of("rates of 5% and 7.5 percent") == [5, 7.5]
+
+
+def test_scaled_amount_gives_both_the_written_and_the_scaled_value():
+    cands = find_candidates("Revenue of 2.4 million and a loss of $3bn")
+    assert [c.value for c in cands] == [2.4, 2400000, 3, 3000000000]
+    assert (cands[0].start, cands[0].end) == (cands[1].start, cands[1].end)
+    assert values_of("1.5 thousand") == [1.5, 1500]
+
+
+def test_number_words_are_candidates():
+    assert values_of("paid twice a year for three years, compounded quarterly, half of it") == [2, 3, 4, 0.5]
+    assert values_of("someone often tends to wonder") == []  # words inside other words do not count
+
+
+def test_negative_and_leading_dot_numbers():
+    assert values_of("a change of -5 and .5") == [-5, 0.5]
+
+
+def test_candidates_are_in_text_order_and_values_are_deduplicated():
+    text = "5 apples, twenty pears and 5 plums"
+    assert values_of(text) == [5, 20, 5]
+    assert candidate_values(text) == [5, 20]
+    assert candidate_values("no numbers here") == []
+
+
+def test_hyphenated_range_is_two_positive_numbers():
+    assert candidate_values("a term between 5-10 years, fiscal 2020-2021") == [5, 10, 2020, 2021]
+
+
+# -- learned rules ------------------------------------------------------------------------------
+
+
+CR_TEMPLATE = [Variable("current_assets"), Variable("current_liabilities")]
+
+
+def cr_validated(values_list):
+    return [(CURRENT_RATIO.ask(*v), dict(zip(CURRENT_RATIO.names, v))) for v in values_list]
+
+
+def test_anchor_rules_are_learned_and_apply_to_new_requests():
+    rules = learn_rules(CR_TEMPLATE, cr_validated(CR_VALUES[:3]))
+    assert rules == {"current_assets": {"kind": "anchor", "words": ["assets", "are"]},
+                     "current_liabilities": {"kind": "anchor", "words": ["liabilities", "are"]}}
+    text = CURRENT_RATIO.ask(77000, 11000)
+    assert apply_rule(rules["current_assets"], text) == 77000
+    assert apply_rule(rules["current_liabilities"], text) == 11000
+
+
+def test_lone_stop_word_is_never_an_anchor():
+    template = [Variable(n) for n in SIMPLE_INTEREST.names]
+    validated = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v))) for v in SI_VALUES[:3]]
+    rules = learn_rules(template, validated)
+    assert rules["principal"] == {"kind": "anchor", "words": ["loan", "of"]}  # not just ["of"]
+    assert rules["rate_pct"] == {"kind": "anchor", "words": ["interest", "at"]}
+    assert apply_rule(rules["rate_pct"], SIMPLE_INTEREST.ask(1000, 9, 2)) == 9
+
+
+def test_no_rules_from_a_single_example():
+    assert learn_rules(CR_TEMPLATE, cr_validated(CR_VALUES[:1])) == {}
+
+
+def test_anchor_rule_is_none_when_text_is_ambiguous_or_anchor_absent():
+    rule = {"kind": "anchor", "words": ["assets", "are"]}
+    assert apply_rule(rule, "current assets are $5,000 while fixed assets are $7,000") is None
+    assert apply_rule(rule, "assets total 5,000") is None
+    assert apply_rule(rule, "current assets are $5,000 and, again, assets are $5,000") == 5000
+
+
+def test_anchor_rule_returns_the_number_as_written_for_scaled_amounts():
+    assert apply_rule({"kind": "anchor", "words": ["revenue", "of"]}, "a revenue of 2.4 million") == 2.4
+
+
+def test_position_rule_is_learned_when_no_anchor_is_shared():
+    template = [Variable("x"), Variable("y")]
+    validated = [("Alpha 10 beta 20", {"x": 10, "y": 20}), ("Gamma 30 delta 40", {"x": 30, "y": 40}),
+                 ("Epsilon 50 zeta 60", {"x": 50, "y": 60})]
+    rules = learn_rules(template, validated)
+    assert rules == {"x": {"kind": "position", "index": 0, "count": 2},
+                     "y": {"kind": "position", "index": 1, "count": 2}}
+    assert apply_rule(rules["y"], "Eta 70 theta 80") == 80
+    assert apply_rule(rules["y"], "Eta 70 theta 80 iota 90") is None  # count differs
+
+
+def test_variable_whose_value_appears_twice_gets_no_rule():
+    validated = [("current assets are $5,000 and current liabilities are $5,000", {"a": 5000, "b": 5000}),
+                 ("current assets are $8,000 and current liabilities are $8,000", {"a": 8000, "b": 8000})]
+    assert learn_rules([Variable("a"), Variable("b")], validated) == {}
+
+
+def test_learned_rules_reproduce_every_validated_extraction():
+    validated = cr_validated(CR_VALUES[:5])
+    rules = learn_rules(CR_TEMPLATE, validated)
+    for text, values in validated:
+        assert {name: apply_rule(rule, text) for name, rule in rules.items()} == values
+
+
+def test_unknown_rule_kind_applies_to_nothing():
+    assert apply_rule({"kind": "regex", "pattern": r"\d+"}, "42") is None
+
+
+# -- check_types --------------------------------------------------------------------------------
+
+
+TYPED = [Variable("amount", "number"), Variable("count", "integer"), Variable("name", "string")]
+
+
+def test_check_types_accepts_and_normalizes_good_values():
+    assert check_types(TYPED, {"amount": 2.5, "count": 3.0, "name": "Acme", "extra": 1}) == \
+        {"amount": 2.5, "count": 3, "name": "Acme"}
+    assert isinstance(check_types(TYPED, {"amount": 1, "count": 3.0, "name": ""})["count"], int)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"count": 1, "name": "x"}, "missing"),
+    ({"amount": "12", "count": 1, "name": "x"}, "should be a number"),
+    ({"amount": True, "count": 1, "name": "x"}, "should be a number"),
+    ({"amount": None, "count": 1, "name": "x"}, "should be a number"),
+    ({"amount": float("nan"), "count": 1, "name": "x"}, "out of range"),
+    ({"amount": float("inf"), "count": 1, "name": "x"}, "out of range"),
+    ({"amount": 2e15, "count": 1, "name": "x"}, "out of range"),
+    ({"amount": 1, "count": 2.5, "name": "x"}, "should be an integer"),
+    ({"amount": 1, "count": 1, "name": 7}, "should be a string"),
+], ids=["missing", "number as text", "bool", "null", "nan", "inf", "too large", "fractional integer",
+        "string var given a number"])
+def test_check_types_rejects_bad_values(values, message):
+    with pytest.raises(ExtractionError, match=message):
+        check_types(TYPED, values)
+
+
+# -- the small model's schema and prompt ---------------------------------------------------------
+
+
+def test_template_schema_with_candidates_uses_enum_for_numbers_only():
+    schema = template_schema(TYPED, [45000, 30000, 2.4])
+    assert schema["properties"] == {"amount": {"enum": [45000, 30000, 2.4]}, "count": {"enum": [45000, 30000, 2.4]},
+                                    "name": {"type": "string", "maxLength": 200}}
+    assert schema["required"] == ["amount", "count", "name"]
+    assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("candidates", [None, []])
+def test_template_schema_without_candidates_uses_json_types(candidates):
+    props = template_schema(TYPED, candidates)["properties"]
+    assert props["amount"] == {"type": "number"} and props["count"] == {"type": "integer"}
+
+
+def test_template_prompt_lists_every_variable_with_unit_and_description():
+    prompt = template_prompt([Variable("rate_pct", "number", "annual rate, percent as written", "percent"),
+                              Variable("years", "integer")])
+    assert "- rate_pct (number) [percent]: annual rate, percent as written" in prompt
+    assert "- years (integer): years" in prompt
+
+
+# -- Extractor ----------------------------------------------------------------------------------
+
+
+def cr_entry(rules=None, extraction="choice") -> Entry:
+    template = [Variable("current_assets", "integer", "current assets, dollars"),
+                Variable("current_liabilities", "integer", "current liabilities, dollars")]
+    return Entry(id="ent_1", tenant="default", group_id="grp_1", template=template,
+                 program=CURRENT_RATIO.program(list(CR_VALUES[0])), validation={"extraction": extraction},
+                 rules=rules or {})
+
+
+def test_choice_extraction_offers_only_the_numbers_in_the_request():
+    small = FakeSmall()
+    result = Extractor(small).extract(cr_entry(), CURRENT_RATIO.ask(9000, 4000))
+    assert result.method == "choice" and result.variables == {"current_assets": 9000, "current_liabilities": 4000}
+    assert result.small_tokens > 0
+    schema = small.calls[0].options.json_schema
+    assert schema["properties"]["current_assets"] == {"enum": [9000, 4000]}
+
+
+def test_free_extraction_sends_no_enum():
+    small = FakeSmall()
+    result = Extractor(small).extract(cr_entry(extraction="free"), CURRENT_RATIO.ask(9000, 4000))
+    assert result.method == "free"
+    assert small.calls[0].options.json_schema["properties"]["current_assets"] == {"type": "integer"}
+
+
+def test_choice_without_numbers_in_text_becomes_free():
+    small = FakeBackend.scripted([{"current_assets": 1, "current_liabilities": 2}])
+    result = Extractor(small).by_model(cr_entry().template, "no digits at all", choice=True)
+    assert result.method == "free"
+
+
+def test_rules_extract_without_calling_the_small_model():
+    rules = learn_rules(cr_entry().template, cr_validated(CR_VALUES[:3]))
+    small = FakeSmall()
+    result = Extractor(small).extract(cr_entry(rules), CURRENT_RATIO.ask(64000, 16000))
+    assert result.method == "rule" and result.small_tokens == 0
+    assert result.variables == {"current_assets": 64000, "current_liabilities": 16000}
+    assert small.calls == []
+
+
+def test_rules_that_do_not_apply_fall_through_to_the_small_model():
+    rules = learn_rules(cr_entry().template, cr_validated(CR_VALUES[:3]))
+    small = FakeSmall()
+    result = Extractor(small).extract(cr_entry(rules), "Current ratio: assets 64,000, liabilities 16,000")
+    assert result.method == "choice" and len(small.calls) == 1
+
+
+def test_rules_are_ignored_when_disabled():
+    rules = learn_rules(cr_entry().template, cr_validated(CR_VALUES[:3]))
+    small = FakeSmall()
+    result = Extractor(small, use_rules=False).extract(cr_entry(rules), CURRENT_RATIO.ask(64000, 16000))
+    assert result.method == "choice" and len(small.calls) == 1
+
+
+@pytest.mark.parametrize("mode, message", [("raise", "small model failed"), ("invalid_json", "invalid JSON"),
+                                           ("not_object", "not an object"), ("missing", "missing"),
+                                           ("string", "should be a number")])
+def test_small_model_failures_become_extraction_errors(mode, message):
+    with pytest.raises(ExtractionError, match=message):
+        Extractor(FakeSmall(mode)).extract(cr_entry(), CURRENT_RATIO.ask(9000, 4000))
