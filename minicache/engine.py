@@ -50,6 +50,8 @@ class EngineConfig:
     use_rules: bool = True
     use_choice: bool = True
     route_threshold: float = 0.80
+    frozen: bool = False  # no new builds (existing entries keep serving)
+    build_lease_s: float = 600.0  # how long a build may hold its group's lease before others may take over
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000
     miss_max_tokens: int = 640
@@ -151,6 +153,7 @@ class MiniCache:
         self._building: dict[tuple[str, str], Future] = {}
         self._build_lock = threading.Lock()
         self.events: list[dict[str, Any]] = []  # build/evict events, for progress displays
+        self._owner = new_id("replica")  # this engine's name in build leases
 
     @classmethod
     def local(cls, store: Store | str | None = "minicache.db", **kwargs: Any) -> MiniCache:
@@ -302,6 +305,8 @@ class MiniCache:
 
     # -- build ------------------------------------------------------------------------------------
     def _maybe_build(self, tenant: str, group_id: str) -> None:
+        if self.config.frozen:
+            return
         group = self.store.get_group(tenant, group_id)
         # A failed build is retried only once the group has gathered build_after more examples.
         if group is None or group.n_examples < self.config.build_after * (group.build_failures + 1):
@@ -361,6 +366,17 @@ class MiniCache:
         return record
 
     def _build(self, tenant: str, group_id: str) -> Entry | None:
+        """Build under the group's lease in the store, so two replicas never build one group at once."""
+        if not self.store.acquire_build_lease(tenant, group_id, self._owner, self.config.build_lease_s):
+            return None
+        try:
+            if self.store.active_entry(tenant, group_id) is not None:  # another replica just built it
+                return None
+            return self._build_locked(tenant, group_id)
+        finally:
+            self.store.release_build_lease(tenant, group_id, self._owner)
+
+    def _build_locked(self, tenant: str, group_id: str) -> Entry | None:
         examples = self.store.examples(tenant, group_id)
         held = examples[-self.config.validate_n:]
         candidates: list[tuple[str, str]] = []

@@ -37,17 +37,30 @@ def example(group="grp_1", tenant="default", question="What is 2 x 1?", answer=2
 # -- migrations and persistence -----------------------------------------------------------------
 
 
-def test_migrations_set_schema_version_1(store):
-    assert store.schema_version() == 1
+def test_migrations_bring_a_new_store_to_the_latest_schema(store):
+    from minicache.store.sqlite import MIGRATIONS
+
+    assert store.schema_version() == len(MIGRATIONS)
     tables = {r[0] for r in store._conn().execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"groups", "examples", "entries", "counters", "schema_version"} <= tables
+    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases"} <= tables
+
+
+def test_build_lease_is_exclusive_until_released_or_expired(store):
+    assert store.acquire_build_lease("t", "g", "a", ttl_s=60)
+    assert not store.acquire_build_lease("t", "g", "b", ttl_s=60)
+    assert store.acquire_build_lease("t", "other", "b", ttl_s=60)
+    store.release_build_lease("t", "g", "a")
+    assert store.acquire_build_lease("t", "g", "b", ttl_s=-1)  # an already-expired lease ...
+    assert store.acquire_build_lease("t", "g", "c", ttl_s=60)  # ... can be taken over
 
 
 def test_reopening_does_not_rerun_migrations(tmp_path):
     SQLiteStore(tmp_path / "s.db").close()
     again = SQLiteStore(tmp_path / "s.db")
-    assert again.schema_version() == 1
-    assert again._conn().execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == 1
+    from minicache.store.sqlite import MIGRATIONS
+
+    assert again.schema_version() == len(MIGRATIONS)
+    assert again._conn().execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
     again.close()
 
 
@@ -55,9 +68,9 @@ def test_store_from_a_newer_version_is_refused(tmp_path):
     path = tmp_path / "s.db"
     SQLiteStore(path).close()
     with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO schema_version (version) VALUES (2)")
+        conn.execute("INSERT INTO schema_version (version) VALUES (999)")
     conn.close()
-    with pytest.raises(StoreError, match="schema version 2"):
+    with pytest.raises(StoreError, match="schema version 999"):
         SQLiteStore(path)
 
 
@@ -86,7 +99,7 @@ def test_reopening_keeps_groups_examples_entries_and_counters(tmp_path):
 
 def test_open_store_accepts_a_path_or_a_store_and_refuses_postgres(tmp_path):
     s = open_store(str(tmp_path / "o.db"))
-    assert isinstance(s, SQLiteStore) and s.schema_version() == 1
+    assert isinstance(s, SQLiteStore) and s.schema_version() >= 1
     assert open_store(s) is s
     s.close()
     with pytest.raises(StoreError):

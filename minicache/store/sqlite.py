@@ -42,6 +42,11 @@ MIGRATIONS: list[str] = [
     CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,
         PRIMARY KEY (tenant, name));
     """,
+    # 2: build leases, so that replicas sharing a store never build one group twice at once
+    """
+    CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
+        expires_at REAL NOT NULL, PRIMARY KEY (tenant, group_id));
+    """,
 ]
 
 
@@ -262,6 +267,22 @@ class SQLiteStore:
         with self._tx() as c:
             c.execute("DELETE FROM entries WHERE tenant=? AND id=?", (tenant, entry_id))
         return True
+
+    # -- build leases ---------------------------------------------------------------------
+    def acquire_build_lease(self, tenant: str, group_id: str, owner: str, ttl_s: float) -> bool:
+        """Take the group's build lease unless another owner holds an unexpired one."""
+        now = time.time()
+        with self._tx() as c:
+            c.execute("INSERT INTO build_leases (tenant, group_id, owner, expires_at) VALUES (?,?,?,?) "
+                      "ON CONFLICT (tenant, group_id) DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+                      "WHERE build_leases.expires_at < ? OR build_leases.owner = excluded.owner",
+                      (tenant, group_id, owner, now + ttl_s, now))
+            row = c.execute("SELECT owner FROM build_leases WHERE tenant=? AND group_id=?", (tenant, group_id)).fetchone()
+        return row is not None and row["owner"] == owner
+
+    def release_build_lease(self, tenant: str, group_id: str, owner: str) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM build_leases WHERE tenant=? AND group_id=? AND owner=?", (tenant, group_id, owner))
 
     # -- counters -------------------------------------------------------------------------
     def bump(self, tenant: str, counter: str, n: int = 1) -> None:
