@@ -389,5 +389,65 @@ def entries_import(path: str, store: str, tenant: str) -> None:
     click.echo(f"imported {len(items)} entries into tenant {tenant}")
 
 
+@main.command()
+@click.option("--dataset", required=True,
+              help="formula | tatqa | webshop | PATH.jsonl (lines: {id, question, context?, answer, group?}).")
+@click.option("--methods", default="pot,minicache", show_default=True,
+              help="Comma-separated: direct, pot, pot-spec, exact, gptcache, gencache, minicache.")
+@click.option("--limit", type=int, help="Requests in the stream (after --groups and shuffling).")
+@click.option("--groups", type=int, help="Use only this many gold groups (spread over all of them).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the shuffled, cold-start stream.")
+@click.option("--subset", default="", help="Cap some methods to the first N requests, e.g. 'direct=200,gencache=200'.")
+@click.option("--concurrency", default="", help="Throughput at these client counts, e.g. '1,4,8' (pot and minicache).")
+@click.option("--throughput-requests", default=24, show_default=True, help="Requests per throughput measurement.")
+@click.option("--pad-context", default="", help="Irrelevant context tokens to add, e.g. '0,512,1024,2048' (pot and minicache).")
+@click.option("--pad-requests", default=20, show_default=True, help="Requests per pad length.")
+@click.option("--use-group-labels", is_flag=True, help="Route by the dataset's group labels (analysis only by default).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder; rerunning resumes.")
+def bench(dataset: str, methods: str, limit: int | None, groups: int | None, seed: int, subset: str,
+          concurrency: str, throughput_requests: int, pad_context: str, pad_requests: int, use_group_labels: bool,
+          out_dir: str) -> None:
+    """Compare MiniCache with PoT and other caches on one stream; write one report.
+
+    Every method sees the same shuffled stream, starting cold. Numeric answers are scored with
+    math.isclose(rel_tol=1e-3, abs_tol=0.01); WebShop actions need the exact max_price and half the
+    gold keywords. Writes DIR/results.json, DIR/requests.jsonl (one line per request and method;
+    a rerun skips what is there), DIR/report.md (ratios to pot) and DIR/*.png.
+    """
+    from pathlib import Path
+
+    from .bench import METHODS, run_benchmark
+    from .config import build_backends
+    from .embedding import shared_embedder
+
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise click.BadParameter(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}",
+                                 param_hint="--methods")
+
+    def ints(text: str, what: str) -> list[int]:
+        try:
+            return [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=what) from None
+
+    caps = {}
+    for item in filter(None, (s.strip() for s in subset.split(","))):
+        name, _, n = item.partition("=")
+        if name not in METHODS or not n.isdigit():
+            raise click.BadParameter(f"expected METHOD=N, got {item!r}", param_hint="--subset")
+        caps[name] = int(n)
+    click.echo("loading models...", err=True)
+    target, small = build_backends()
+    results = run_benchmark(dataset=dataset, methods=names, target=target, small=small, embedder=shared_embedder(),
+                            out=Path(out_dir), limit=limit, groups=groups, seed=seed,
+                            concurrency=ints(concurrency, "--concurrency"), throughput_requests=throughput_requests,
+                            pad_tokens=ints(pad_context, "--pad-context"), pad_requests=pad_requests,
+                            use_group_labels=use_group_labels, subset=caps, command="minicache " + " ".join(sys.argv[1:]))
+    click.echo(open(f"{out_dir}/report.md").read())
+    del results
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,86 @@
+"""``minicache bench``: MiniCache against PoT and other caches on one stream, one report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .data import BenchRequest, load, pad_context, select
+from .methods import METHODS, Method, build_method
+from .report import write_report
+from .runner import group_purity, machine, read_done, run_stream, summarize, throughput
+
+__all__ = ["run_benchmark", "METHODS"]
+
+
+def _bar(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="req", file=sys.stderr, disable=None)
+
+
+def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, out: Path, limit: int | None = None,
+                  groups: int | None = None, seed: int = 0, concurrency: list[int] | None = None,
+                  throughput_requests: int = 24, throughput_methods: tuple[str, ...] = ("pot", "minicache"),
+                  pad_tokens: list[int] | None = None, pad_requests: int = 20, use_group_labels: bool = False,
+                  sandbox=None, command: str = "", subset: dict[str, int] | None = None) -> dict[str, Any]:
+    """Run each method over the same shuffled stream and write results.json, requests.jsonl, report.md, plots.
+
+    ``subset`` limits a method to the first N requests of the stream (e.g. the slower baselines).
+    """
+    from ..sandbox import SandboxPool
+
+    out.mkdir(parents=True, exist_ok=True)
+    everything = load(dataset)
+    stream = select(everything, limit=limit, groups=groups, seed=seed)
+    in_stream = {r.id for r in stream}
+    labels = {r.group for r in stream}
+    fresh = [r for r in select(everything, limit=None, groups=None, seed=seed + 1)
+             if r.id not in in_stream and r.group in labels][:throughput_requests] or stream[:throughput_requests]
+    sandbox = sandbox or SandboxPool(size=max([2] + list(concurrency or [])))
+    requests_path = out / "requests.jsonl"
+    results_path = out / "results.json"
+    results: dict[str, Any] = {
+        "config": {"dataset": dataset, "methods": methods, "limit": limit, "groups": groups, "seed": seed,
+                   "concurrency": concurrency or [], "throughput_requests": len(fresh), "pad_context": pad_tokens or [],
+                   "use_group_labels": use_group_labels, "subset": subset or {}, "command": command,
+                   "tolerance": "math.isclose(rel_tol=1e-3, abs_tol=0.01)",
+                   "target": getattr(target, "name", "?"), "small": getattr(small, "name", "?")},
+        "machine": machine(), "methods": {}}
+    if results_path.exists():
+        previous = json.loads(results_path.read_text())
+        results["methods"].update(previous.get("methods", {}))
+    all_rows: dict[str, list[dict[str, Any]]] = {}
+    for name in methods:
+        method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels)
+        requests = stream[: subset[name]] if subset and name in subset else stream
+        with _bar(len(requests), name) as bar:
+            rows = run_stream(method, requests, requests_path, progress=bar.update)
+        block = summarize(rows)
+        if name == "minicache":
+            block["routing"] = group_purity(rows)
+            engine = method.engine  # type: ignore[attr-defined]
+            block["engine_stats"] = engine.stats()
+        if concurrency and name in throughput_methods:
+            block["throughput_rps"] = {str(c): throughput(method, fresh, c) for c in concurrency}
+        if pad_tokens and name in ("pot", "minicache"):
+            per: dict[str, Any] = {}
+            for pad in pad_tokens:
+                padded = [pad_context(r, pad) for r in requests[:pad_requests]]
+                tag = f"{name}@pad{pad}"
+                with _bar(len(padded), tag) as bar:
+                    per[str(pad)] = summarize(run_stream(method, padded, requests_path, progress=bar.update, tag=tag))
+            block["pad_context"] = per
+        for kept in ("throughput_rps", "pad_context"):  # measured by an earlier run and not asked for now
+            if kept not in block and kept in results["methods"].get(name, {}):
+                block[kept] = results["methods"][name][kept]
+        results["methods"][name] = block
+        all_rows[name] = rows
+        results_path.write_text(json.dumps(results, indent=2, default=str))
+    done = read_done(requests_path)
+    for name in results["methods"]:
+        all_rows.setdefault(name, [row for (m, _), row in done.items() if m == name])
+    write_report(out, results, all_rows)
+    return results

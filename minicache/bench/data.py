@@ -1,0 +1,200 @@
+"""Benchmark datasets and how their answers are scored.
+
+Numeric answers (Formula, TAT-QA, generic JSONL) are compared with one tolerance for every method:
+``math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`` (see :func:`minicache.synthesis.answers_match`).
+TAT-QA golds are in units of their ``scale``; the request says which unit it wants (we append the
+scale to the question), and an answer in another unit is wrong for every method alike.
+WebShop answers are Search actions ``{"keywords": str, "max_price": number}``: ``max_price`` must
+equal the gold exactly and the keywords must cover at least 50% of the gold keywords' content words
+(lower-cased, stop words dropped). See :func:`action_matches`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..datasets import formula
+from ..synthesis import answers_match
+
+
+@dataclass
+class BenchRequest:
+    id: str
+    question: str
+    answer: Any
+    context: str | None = None
+    group: str | None = None  # ground-truth label: analysis only, never routing (unless --use-group-labels)
+    kind: str = "numeric"  # numeric | action
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _data(*parts: str):
+    return resources.files("minicache").joinpath("data", *parts)
+
+
+def load_formula() -> list[BenchRequest]:
+    out = []
+    for split in ("train", "test"):
+        for r in formula(split):
+            out.append(BenchRequest(r.id, r.question, r.answer, group=r.group))
+    return out
+
+
+def _table_text(table: list[list[str]]) -> str:
+    return "\n".join(" | ".join(cell.strip() for cell in row) for row in table)
+
+
+def load_tatqa() -> list[BenchRequest]:
+    out = []
+    for split in ("dev", "test_gold"):
+        path = _data("tatqa", f"tatqa_dataset_{split}.json")
+        for doc in json.loads(path.read_text(encoding="utf-8")):
+            context = _table_text(doc["table"]["table"]) + "\n\n" + "\n".join(p["text"] for p in doc["paragraphs"])
+            for q in doc["questions"]:
+                if q.get("answer_type") != "arithmetic":
+                    continue
+                try:
+                    gold = float(q["answer"])
+                except (TypeError, ValueError):
+                    continue
+                scale = q.get("scale") or ""
+                unit = {"percent": " Answer as a percentage (e.g. 12.5 for 12.5%)."}.get(
+                    scale, f" Answer in {scale}s." if scale else "")
+                skeleton = re.sub(r"\d+(?:\.\d+)?", "N", (q.get("derivation") or "").replace(" ", ""))
+                out.append(BenchRequest(f"tatqa-{split}-{q['uid']}", q["question"].strip() + unit, gold,
+                                        context=context, group=skeleton or None, meta={"scale": scale}))
+    return out
+
+
+_PRICE = re.compile(r"price lower than\s*\$?\s*([\d,]+(?:\.\d+)?)\s*dollars", re.I)
+_STOP = set("a an the and or of for with to in on i am looking need want find me my that is are be it its "
+            "please some buy get would like".split())
+
+
+def webshop_gold(instruction: str) -> dict[str, Any]:
+    """Our reference Search action: the price clause gives max_price (1000000 when absent, as in the
+    CacheSpec workload); the keywords are the instruction without the price clause and filler words."""
+    m = _PRICE.search(instruction)
+    price = float(m.group(1).replace(",", "")) if m else 1000000.0
+    text = _PRICE.sub("", instruction)
+    words = [w for w in re.findall(r"[a-z0-9]+(?:[-'][a-z0-9]+)*", text.lower()) if w not in _STOP]
+    return {"keywords": " ".join(words), "max_price": price}
+
+
+def load_webshop() -> list[BenchRequest]:
+    path = _data("webshop_instructions", "human_prompts.jsonl")
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        question = ("Write the WebShop Search action for this shopping instruction as JSON "
+                    '{"keywords": ..., "max_price": ...} (max_price 1000000 if no price is given).\n'
+                    f"Instruction: {row['instruction']}")
+        out.append(BenchRequest(f"webshop-{row['id']}", question, webshop_gold(row["instruction"]), kind="action",
+                                group="search-action"))
+    return out
+
+
+def load_jsonl(path: str | Path) -> list[BenchRequest]:
+    out = []
+    for i, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        missing = {"question", "answer"} - set(row)
+        if missing:
+            raise ValueError(f"{path}:{i + 1}: missing {', '.join(sorted(missing))}")
+        out.append(BenchRequest(str(row.get("id", i)), row["question"], row["answer"], context=row.get("context"),
+                                group=row.get("group"), kind="action" if isinstance(row["answer"], dict) else "numeric"))
+    return out
+
+
+LOADERS = {"formula": load_formula, "tatqa": load_tatqa, "webshop": load_webshop}
+
+
+def load(dataset: str) -> list[BenchRequest]:
+    if dataset in LOADERS:
+        return LOADERS[dataset]()
+    if dataset.endswith(".jsonl") and Path(dataset).exists():
+        return load_jsonl(dataset)
+    raise ValueError(f"unknown dataset {dataset!r}: use formula, tatqa, webshop or a path to a .jsonl file")
+
+
+def select(requests: list[BenchRequest], *, limit: int | None, groups: int | None, seed: int) -> list[BenchRequest]:
+    """``groups`` labels (spread over all), then a seeded shuffle (a cold-start stream), then ``limit``."""
+    if groups:
+        by: OrderedDict[str, list[BenchRequest]] = OrderedDict()
+        for r in requests:
+            by.setdefault(r.group or r.id, []).append(r)
+        names = list(by)
+        names = names[:: max(1, len(names) // groups)][:groups]
+        requests = [r for n in names for r in by[n]]
+    requests = list(requests)
+    random.Random(seed).shuffle(requests)
+    return requests[:limit] if limit else requests
+
+
+# ------------------------------------------------------------------------------------------
+# Scoring
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", str(text).lower()) if w not in _STOP}
+
+
+def parse_action(answer: Any) -> dict[str, Any] | None:
+    if isinstance(answer, dict):
+        return answer
+    if isinstance(answer, str):
+        m = re.search(r"\{.*\}", answer, re.S)
+        if m:
+            try:
+                data = json.loads(m.group(0))
+                return data if isinstance(data, dict) else None
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def action_matches(answer: Any, gold: dict[str, Any]) -> bool:
+    """max_price equal (as numbers) and >= 50% of the gold keywords' content words present."""
+    action = parse_action(answer)
+    if not action:
+        return False
+    try:
+        if float(str(action.get("max_price")).replace("$", "").replace(",", "")) != float(gold["max_price"]):
+            return False
+    except (TypeError, ValueError):
+        return False
+    want = _content_words(gold["keywords"])
+    have = _content_words(action.get("keywords", ""))
+    return not want or len(want & have) / len(want) >= 0.5
+
+
+def is_correct(request: BenchRequest, answer: Any) -> bool:
+    if answer is None:
+        return False
+    if request.kind == "action":
+        return action_matches(answer, request.answer)
+    return answers_match(answer, request.answer)
+
+
+_PAD_TEXT = ("The quarterly report also notes routine administrative updates, office relocations, staffing "
+             "changes, and unrelated operational remarks that do not affect any figure requested. ")
+
+
+def pad_context(request: BenchRequest, tokens: int) -> BenchRequest:
+    """Add about ``tokens`` tokens of irrelevant text to the context (long-context robustness)."""
+    if tokens <= 0:
+        return request
+    filler = (_PAD_TEXT * (tokens // 25 + 1))
+    words = filler.split()[: int(tokens * 0.75)]
+    context = " ".join(words) + ("\n\n" + request.context if request.context else "")
+    return BenchRequest(request.id, request.question, request.answer, context, request.group, request.kind,
+                        dict(request.meta, pad=tokens))

@@ -1,0 +1,281 @@
+"""The methods ``minicache bench`` compares. Each turns a request into an answer and says what it cost.
+
+* ``direct``   - the target answers directly (no program).
+* ``pot``      - the target writes a program for every request, run in the sandbox (the main baseline).
+* ``pot-spec`` - pot with the small model drafting for the target (speculative decoding).
+* ``exact``    - an exact-prompt cache in front of pot.
+* ``gptcache`` - GPTCache's documented behaviour, implemented here (the package is frozen and its
+  OpenAI adapter breaks on openai>=1): MiniLM embedding of the whole prompt, a cached answer is
+  returned when cosine similarity >= 0.95, else pot and store.
+* ``gencache`` - GenCache (arXiv 2511.17565) as described: requests are clustered by prompt
+  similarity (T_p = 0.8) and response similarity (T_r = 0.75); once a cluster has nu = 4 examples the
+  target writes a regex extractor plus a program for it, accepted if gamma = 50% of the cluster's
+  examples are reproduced; no small model.
+* ``minicache`` - this project's engine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..engine import EngineConfig, MiniCache, SolveError, check_answer
+from ..models.base import GenerationOptions, Message, ModelBackend
+from ..programs import extract_code
+from ..prompts import pot_messages
+from ..routing import Embedder
+from ..sandbox import SandboxError, SandboxPool, SandboxViolation
+from ..synthesis import answers_match
+from .data import BenchRequest, parse_action
+
+
+@dataclass
+class Outcome:
+    answer: Any
+    route: str  # "hit" (served without the target) | "miss" | "error"
+    target_tokens: int = 0
+    small_tokens: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class Method(Protocol):
+    name: str
+
+    def solve(self, request: BenchRequest) -> Outcome: ...
+
+
+def _prompt_text(r: BenchRequest) -> str:
+    return r.question if not r.context else f"{r.context}\n\n{r.question}"
+
+
+_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _first_number(text: str) -> float | None:
+    m = _NUM.search(text.replace("$", ""))
+    return float(m.group(0).replace(",", "")) if m else None
+
+
+class Direct:
+    name = "direct"
+
+    def __init__(self, target: ModelBackend) -> None:
+        self.target = target
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        system = ("Answer with the final result only: a JSON object for actions, otherwise one number "
+                  "with no units or words.")
+        out = self.target.complete([Message("system", system), Message("user", _prompt_text(r))],
+                                   GenerationOptions(max_tokens=96))
+        answer: Any = parse_action(out.text) if r.kind == "action" else _first_number(out.text)
+        return Outcome(answer, "miss", out.prompt_tokens + out.completion_tokens)
+
+
+class PoT:
+    name = "pot"
+
+    def __init__(self, target: ModelBackend, sandbox: SandboxPool, draft: str | None = None) -> None:
+        self.target, self.sandbox, self.draft = target, sandbox, draft
+        if draft:
+            self.name = "pot-spec"
+
+    def program(self, r: BenchRequest) -> tuple[str, int]:
+        out = self.target.complete(pot_messages(r.question, r.context),
+                                   GenerationOptions(max_tokens=640, draft=self.draft))  # type: ignore[arg-type]
+        return extract_code(out.text), out.prompt_tokens + out.completion_tokens
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        code, tokens = self.program(r)
+        try:
+            return Outcome(check_answer(self.sandbox.run(code, {}).value), "miss", tokens)
+        except (SandboxError, SandboxViolation) as exc:
+            return Outcome(None, "miss", tokens, {"error": str(exc)})
+
+
+class Exact:
+    name = "exact"
+
+    def __init__(self, pot: PoT) -> None:
+        self.pot = pot
+        self.cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        key = _prompt_text(r)
+        with self._lock:
+            if key in self.cache:
+                return Outcome(self.cache[key], "hit")
+        out = self.pot.solve(r)
+        if out.answer is not None:
+            with self._lock:
+                self.cache[key] = out.answer
+        return out
+
+
+class GPTCacheLike:
+    """Semantic cache over whole prompts: MiniLM embeddings, cosine >= 0.95 returns the cached answer."""
+
+    name = "gptcache"
+
+    def __init__(self, pot: PoT, embedder: Embedder, threshold: float = 0.95) -> None:
+        self.pot, self.embedder, self.threshold = pot, embedder, threshold
+        self.keys: list[np.ndarray] = []
+        self.answers: list[Any] = []
+        self._lock = threading.Lock()
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        vec = self.embedder.embed([_prompt_text(r)[-2000:]])[0]
+        with self._lock:
+            if self.keys:
+                sims = np.stack(self.keys) @ vec
+                best = int(np.argmax(sims))
+                if sims[best] >= self.threshold:
+                    return Outcome(self.answers[best], "hit", detail={"similarity": float(sims[best])})
+        out = self.pot.solve(r)
+        if out.answer is not None:
+            with self._lock:
+                self.keys.append(vec)
+                self.answers.append(out.answer)
+        return out
+
+
+GENCACHE_SYSTEM = """You write a reusable Python extractor and calculator for a cluster of similar requests.
+Write two functions in one ```python block, using only the re and math modules:
+- `def extract(text)`: returns a dict of the input values, found in the request text with regular expressions;
+- `def solve(**values)`: computes the answer from those values and returns it.
+They must work for every example below, not only the first."""
+
+
+class GenCacheLike:
+    """GenCache's documented procedure: cluster by prompt (T_p) and response (T_r) similarity; at nu
+    examples the target writes regex extraction + program; accepted if gamma of the examples pass."""
+
+    name = "gencache"
+
+    def __init__(self, pot: PoT, target: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
+                 t_p: float = 0.8, t_r: float = 0.75, nu: int = 4, gamma: float = 0.5, attempts: int = 2) -> None:
+        self.pot, self.target, self.sandbox, self.embedder = pot, target, sandbox, embedder
+        self.t_p, self.t_r, self.nu, self.gamma, self.attempts = t_p, t_r, nu, gamma, attempts
+        self.clusters: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def _run(self, program: str, text: str) -> Any:
+        values = self.sandbox.run(program, {"text": text}, function="extract").value
+        if not isinstance(values, dict):
+            raise SandboxError("extract did not return a dict", kind="result")
+        return check_answer(self.sandbox.run(program, values).value)
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        text = _prompt_text(r)
+        vec = self.embedder.embed([text[-2000:]])[0]
+        with self._lock:
+            cluster = None
+            if self.clusters:
+                sims = np.array([float(c["centroid"] @ vec) for c in self.clusters])
+                best = int(np.argmax(sims))
+                if sims[best] >= self.t_p:
+                    cluster = self.clusters[best]
+        if cluster is not None and cluster.get("program"):
+            try:
+                return Outcome(self._run(cluster["program"], text), "hit")
+            except (SandboxError, SandboxViolation):
+                pass
+        code, tokens = self.pot.program(r)
+        try:
+            answer = check_answer(self.sandbox.run(code, {}).value)
+        except (SandboxError, SandboxViolation) as exc:
+            return Outcome(None, "miss", tokens, {"error": str(exc)})
+        rvec = self.embedder.embed([code])[0]
+        with self._lock:
+            if cluster is None or (cluster["responses"] and max(float(v @ rvec) for v in cluster["responses"]) < self.t_r):
+                cluster = {"centroid": vec, "examples": [], "responses": [], "program": None, "failed": 0}
+                self.clusters.append(cluster)
+            cluster["examples"].append((text, answer))
+            cluster["responses"].append(rvec)
+            ready = len(cluster["examples"]) >= self.nu and not cluster["program"] and cluster["failed"] < self.attempts
+            examples = list(cluster["examples"][-self.nu:])
+        if ready:
+            tokens += self._build(cluster, examples)
+        return Outcome(answer, "miss", tokens)
+
+    def _build(self, cluster: dict[str, Any], examples: list[tuple[str, Any]]) -> int:
+        shown = "\n\n".join(f"Example {i}:\n{t[-1500:]}\nAnswer: {a}" for i, (t, a) in enumerate(examples, 1))
+        out = self.target.complete([Message("system", GENCACHE_SYSTEM), Message("user", shown)],
+                                   GenerationOptions(max_tokens=700))
+        program = extract_code(out.text)
+        passed = 0
+        for text, answer in examples:
+            try:
+                passed += answers_match(self._run(program, text), answer)
+            except (SandboxError, SandboxViolation):
+                pass
+        with self._lock:
+            if passed >= self.gamma * len(examples):
+                cluster["program"] = program
+            else:
+                cluster["failed"] += 1
+        return out.prompt_tokens + out.completion_tokens
+
+
+class MiniCacheMethod:
+    name = "minicache"
+
+    def __init__(self, engine: MiniCache, use_group_labels: bool = False) -> None:
+        self.engine = engine
+        self.use_group_labels = use_group_labels
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        try:
+            res = self.engine.solve(r.question, r.context, group=r.group if self.use_group_labels else None)
+        except SolveError as exc:
+            return Outcome(None, "error", detail={"error": str(exc)})
+        answer: Any = res.answer
+        if r.kind == "action":
+            answer = parse_action(answer) if isinstance(answer, str) else answer
+        return Outcome(answer, "hit" if res.route == "hit" else "miss", res.tokens["target"], res.tokens["small"],
+                       {"route": res.route, "group": res.group, "extraction": res.extraction,
+                        "timings": res.timings})
+
+
+METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minicache")
+
+
+def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
+                 store_path: str, use_group_labels: bool = False) -> Method:
+    pot = PoT(target, sandbox)
+    if name == "direct":
+        return Direct(target)
+    if name == "pot":
+        return pot
+    if name == "pot-spec":
+        return PoT(target, sandbox, draft="small")
+    if name == "exact":
+        return Exact(pot)
+    if name == "gptcache":
+        return GPTCacheLike(pot, embedder)
+    if name == "gencache":
+        return GenCacheLike(pot, target, sandbox, embedder)
+    if name == "minicache":
+        engine = MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
+                           config=EngineConfig(background_builds=False))
+        return MiniCacheMethod(engine, use_group_labels)
+    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+
+
+def timed(method: Method, r: BenchRequest) -> tuple[Outcome, float]:
+    t = time.perf_counter()
+    try:
+        out = method.solve(r)
+    except Exception as exc:  # noqa: BLE001 - a benchmark records failures instead of stopping
+        out = Outcome(None, "error", detail={"error": f"{type(exc).__name__}: {exc}"})
+    return out, time.perf_counter() - t
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str)

@@ -1,0 +1,118 @@
+"""report.md and the plots, written from results.json and requests.jsonl alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "-"
+
+
+def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> None:
+    methods = results["methods"]
+    pot = methods.get("pot")
+    lines = [f"# Benchmark: {results['config']['dataset']}", "",
+             f"Command: `{results['config']['command']}`", "",
+             f"Machine: {results['machine'].get('cpu', '?')}, {results['machine'].get('cpus')} CPUs, "
+             f"Python {results['machine'].get('python')}", "",
+             "Numeric answers: `math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`; actions: equal max_price "
+             "and >= 50% of the gold keywords' content words.", "",
+             "| method | n | accuracy | hit rate | wrong hits | mean latency | p50 | p95 | hit p50 | target tokens | "
+             "speedup vs pot (mean latency) | target tokens vs pot |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, m in methods.items():
+        lat = m["latency_s"]
+        vs_lat = _ratio(pot["latency_s"]["mean"], lat["mean"]) if pot else "-"
+        vs_tok = _ratio(m["tokens"]["target"], pot["tokens"]["target"]) if pot else "-"
+        lines.append(f"| {name} | {m['n']} | {m['accuracy']:.1%} | {m['hit_rate']:.1%} | {m['wrong_hit_rate']:.1%} | "
+                     f"{lat['mean']:.2f}s | {lat['p50']:.2f}s | {lat['p95']:.2f}s | {m['hit_latency_s']['p50']:.2f}s | "
+                     f"{m['tokens']['target']:,} | {vs_lat} | {vs_tok} |")
+    tp = {name: m.get("throughput_rps") for name, m in methods.items() if m.get("throughput_rps")}
+    if tp:
+        lines += ["", "## Throughput (requests/s, C concurrent clients, one instance)", "",
+                  "| method | " + " | ".join(f"C={c}" for c in next(iter(tp.values()))) + " |",
+                  "|---|" + "---|" * len(next(iter(tp.values())))]
+        for name, per in tp.items():
+            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in per.values()) + " |")
+        if "pot" in tp and "minicache" in tp:
+            ratios = ", ".join(f"C={c}: {tp['minicache'][c] / tp['pot'][c]:.2f}x" for c in tp["pot"] if c in tp["minicache"])
+            lines += ["", f"minicache throughput vs pot: {ratios}"]
+    pads = {name: m.get("pad_context") for name, m in methods.items() if m.get("pad_context")}
+    if pads:
+        lines += ["", "## Long-context robustness (irrelevant context tokens added)", "",
+                  "| method | pad tokens | n | accuracy | mean latency |", "|---|---|---|---|---|"]
+        for name, per in pads.items():
+            for pad, m in per.items():
+                lines.append(f"| {name} | {pad} | {m['n']} | {m['accuracy']:.1%} | {m['latency_s']['mean']:.2f}s |")
+    purity = methods.get("minicache", {}).get("routing")
+    if purity:
+        lines += ["", f"Routing (minicache, no labels): {purity['groups_formed']} groups formed for {purity['labels']} "
+                  f"gold labels, purity {purity['purity']:.1%}."]
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_plots(out, results, rows)
+
+
+def write_plots(out: Path, results: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, rs in rows.items():
+        lat = np.sort([r["latency_s"] for r in rs])
+        if len(lat):
+            ax.plot(lat, np.arange(1, len(lat) + 1) / len(lat), label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (s)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title("Latency CDF")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "latency_cdf.png", dpi=110)
+    plt.close(fig)
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, rs in rows.items():
+        if not rs:
+            continue
+        hits = np.cumsum([r["route"] == "hit" for r in rs]) / np.arange(1, len(rs) + 1)
+        lat = np.cumsum([r["latency_s"] for r in rs]) / np.arange(1, len(rs) + 1)
+        a1.plot(hits, label=name)
+        a2.plot(lat, label=name)
+    a1.set_xlabel("request # in stream")
+    a1.set_ylabel("cumulative hit rate")
+    a2.set_xlabel("request # in stream")
+    a2.set_ylabel("running mean latency (s)")
+    a1.legend()
+    fig.suptitle("Cold start")
+    fig.tight_layout()
+    fig.savefig(out / "cold_start.png", dpi=110)
+    plt.close(fig)
+
+    tp = {name: m["throughput_rps"] for name, m in results["methods"].items() if m.get("throughput_rps")}
+    if tp:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for name, per in tp.items():
+            ax.plot([int(c) for c in per], list(per.values()), marker="o", label=name)
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel("requests/s")
+        ax.set_title("Throughput vs concurrency")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "throughput.png", dpi=110)
+        plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, m in results["methods"].items():
+        ax.scatter(m["latency_s"]["mean"], m["accuracy"], label=name)
+        ax.annotate(name, (m["latency_s"]["mean"], m["accuracy"]))
+    ax.set_xlabel("mean latency (s)")
+    ax.set_ylabel("accuracy")
+    ax.set_title("Accuracy vs latency")
+    fig.tight_layout()
+    fig.savefig(out / "accuracy_latency.png", dpi=110)
+    plt.close(fig)

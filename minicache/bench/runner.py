@@ -1,0 +1,122 @@
+"""Run methods over a request stream and compute the fixed results contract.
+
+``DIR/requests.jsonl`` gets one line per (method, request) as soon as it is done, so an interrupted
+run resumes where it stopped (lines already there are read back, not recomputed). Throughput at
+concurrency C is measured separately: C client threads send ``throughput_requests`` requests of the
+same stream to one warm instance of the method and the wall time is divided out.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from .data import BenchRequest, is_correct
+from .methods import Method, timed
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def read_done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    done: dict[tuple[str, str], dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+                done[(row["method"], str(row["id"]))] = row
+            except (json.JSONDecodeError, KeyError):
+                continue  # a line cut short by an interruption
+    return done
+
+
+def run_stream(method: Method, stream: list[BenchRequest], out: Path, progress: Callable[[], None] | None = None,
+               tag: str | None = None) -> list[dict[str, Any]]:
+    """Serve ``stream`` in order through ``method``, appending each result to ``out``."""
+    name = tag or method.name
+    done = read_done(out)
+    rows = []
+    with out.open("a", encoding="utf-8") as fh:
+        for r in stream:
+            key = (name, str(r.id))
+            if key in done:
+                rows.append(done[key])
+            else:
+                outcome, seconds = timed(method, r)
+                row = {"method": name, "id": r.id, "group": r.group, "route": outcome.route,
+                       "answer": outcome.answer, "gold": r.answer, "correct": is_correct(r, outcome.answer),
+                       "latency_s": seconds, "tokens": {"target": outcome.target_tokens, "small": outcome.small_tokens},
+                       "detail": outcome.detail}
+                fh.write(json.dumps(row, default=str) + "\n")
+                fh.flush()
+                rows.append(row)
+            if progress:
+                progress()
+    return rows
+
+
+def throughput(method: Method, stream: list[BenchRequest], concurrency: int) -> float:
+    """Requests per second with ``concurrency`` clients against one instance."""
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(lambda r: timed(method, r), stream))
+    return len(stream) / (time.perf_counter() - began)
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-method block of results.json, computed from request rows alone."""
+    n = len(rows)
+    lat = [r["latency_s"] for r in rows]
+    hits = [r for r in rows if r["route"] == "hit"]
+    hit_lat = [r["latency_s"] for r in hits]
+    return {
+        "n": n,
+        "accuracy": sum(r["correct"] for r in rows) / n if n else 0.0,
+        "hit_rate": len(hits) / n if n else 0.0,
+        "wrong_hit_rate": sum(not r["correct"] for r in hits) / len(hits) if hits else 0.0,
+        "errors": sum(r["route"] == "error" for r in rows),
+        "latency_s": {"mean": statistics.mean(lat) if lat else 0.0, "p50": percentile(lat, 0.5),
+                      "p95": percentile(lat, 0.95), "p99": percentile(lat, 0.99)},
+        "hit_latency_s": {"mean": statistics.mean(hit_lat) if hit_lat else 0.0, "p50": percentile(hit_lat, 0.5)},
+        "tokens": {"target": sum(r["tokens"]["target"] for r in rows), "small": sum(r["tokens"]["small"] for r in rows)},
+    }
+
+
+def group_purity(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For minicache rows: how pure the automatically formed groups are against the gold labels."""
+    from collections import Counter, defaultdict
+
+    groups: dict[str, list[str]] = defaultdict(list)
+    for r in rows:
+        g = (r.get("detail") or {}).get("group")
+        if g and r.get("group"):
+            groups[g].append(r["group"])
+    if not groups:
+        return None
+    total = sum(len(v) for v in groups.values())
+    majority = sum(Counter(v).most_common(1)[0][1] for v in groups.values())
+    return {"groups_formed": len(groups), "labels": len({x for v in groups.values() for x in v}),
+            "purity": majority / total}
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
+    try:
+        info["cpu"] = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return info

@@ -1,0 +1,112 @@
+"""The benchmark harness on a known stream with fake models: metrics, outputs, resumption."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from minicache.bench import run_benchmark
+from minicache.bench.data import BenchRequest, action_matches, load_jsonl, select, webshop_gold
+from minicache.bench.runner import group_purity, percentile, summarize
+from minicache.sandbox import SandboxPool
+from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
+
+
+def row(route, correct, latency, target=0, small=0, group=None, formed=None):
+    return {"route": route, "correct": correct, "latency_s": latency, "tokens": {"target": target, "small": small},
+            "group": group, "detail": {"group": formed} if formed else {}}
+
+
+def test_summary_metrics_on_a_known_stream():
+    rows = [row("miss", True, 4.0, target=100), row("miss", False, 6.0, target=120),
+            row("hit", True, 0.2, small=10), row("hit", False, 0.4, small=12), row("hit", True, 0.3, small=8)]
+    s = summarize(rows)
+    assert s["n"] == 5
+    assert s["accuracy"] == pytest.approx(3 / 5)
+    assert s["hit_rate"] == pytest.approx(3 / 5)
+    assert s["wrong_hit_rate"] == pytest.approx(1 / 3)
+    assert s["latency_s"]["mean"] == pytest.approx((4 + 6 + 0.2 + 0.4 + 0.3) / 5)
+    assert s["latency_s"]["p50"] == pytest.approx(0.4)
+    assert s["hit_latency_s"]["p50"] == pytest.approx(0.3)
+    assert s["tokens"] == {"target": 220, "small": 30}
+
+
+def test_percentile_interpolates_between_ranks():
+    assert percentile([1, 2, 3, 4], 0.5) == pytest.approx(2.5)
+    assert percentile([5], 0.99) == 5
+    assert percentile([], 0.5) == 0.0
+
+
+def test_group_purity_counts_requests_outside_their_groups_majority():
+    rows = [row("miss", True, 1, group="a", formed="g1"), row("miss", True, 1, group="a", formed="g1"),
+            row("miss", True, 1, group="b", formed="g1"), row("miss", True, 1, group="b", formed="g2")]
+    assert group_purity(rows) == {"groups_formed": 2, "labels": 2, "purity": pytest.approx(3 / 4)}
+
+
+def test_webshop_matcher_needs_exact_price_and_half_the_keywords():
+    gold = webshop_gold("i need a long clip-in hair extension which is natural looking, and price lower than 40.00 dollars")
+    assert gold["max_price"] == 40.0 and "clip-in" in gold["keywords"] and "price" not in gold["keywords"]
+    assert action_matches({"keywords": "long clip-in hair extension natural looking", "max_price": "40"}, gold)
+    assert action_matches('Search({"keywords": "clip-in hair extension natural", "max_price": 40})', gold)
+    assert not action_matches({"keywords": "long clip-in hair extension natural looking", "max_price": 50}, gold)
+    assert not action_matches({"keywords": "shoes", "max_price": 40}, gold)
+    assert webshop_gold("a red scarf")["max_price"] == 1000000.0
+
+
+def _dataset(tmp_path):
+    lines = []
+    for i, v in enumerate(CR_VALUES[:6]):
+        lines.append({"id": f"cr{i}", "question": CURRENT_RATIO.ask(*v), "answer": CURRENT_RATIO.answer(*v), "group": "cr"})
+    for i, v in enumerate(SI_VALUES[:5]):
+        lines.append({"id": f"si{i}", "question": SIMPLE_INTEREST.ask(*v), "answer": SIMPLE_INTEREST.answer(*v), "group": "si"})
+    lines.append({"id": "dup", "question": CURRENT_RATIO.ask(*CR_VALUES[0]), "answer": 1.5, "group": "cr"})
+    path = tmp_path / "known.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    return path
+
+
+def test_jsonl_loader_rejects_lines_without_an_answer(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": 1, "question": "q"}\n')
+    with pytest.raises(ValueError, match="missing answer"):
+        load_jsonl(path)
+
+
+def test_select_keeps_whole_groups_and_is_seeded(tmp_path):
+    reqs = load_jsonl(_dataset(tmp_path))
+    a = select(reqs, limit=None, groups=1, seed=3)
+    assert {r.group for r in a} == {"cr"} and len(a) == 7
+    assert [r.id for r in a] == [r.id for r in select(reqs, limit=None, groups=1, seed=3)]
+
+
+def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path):
+    dataset = _dataset(tmp_path)
+    out = tmp_path / "out"
+    target, small = FakeTarget(), FakeSmall()
+    with SandboxPool(size=2) as sandbox:
+        kwargs = dict(dataset=str(dataset), methods=["pot", "exact", "gptcache", "minicache"], target=target,
+                      small=small, embedder=HashEmbedder(), out=out, seed=1, concurrency=[1, 2],
+                      throughput_requests=4, sandbox=sandbox, command="test")
+        results = run_benchmark(**kwargs)
+        calls = len(target.calls)
+        again = run_benchmark(**dict(kwargs, concurrency=[]))
+    methods = results["methods"]
+    assert set(methods) == {"pot", "exact", "gptcache", "minicache"}
+    for m in methods.values():
+        assert m["n"] == 12
+        assert set(m) >= {"n", "accuracy", "hit_rate", "wrong_hit_rate", "latency_s", "hit_latency_s", "tokens"}
+        assert set(m["latency_s"]) == {"mean", "p50", "p95", "p99"}
+    assert methods["pot"]["accuracy"] == 1.0 and methods["pot"]["hit_rate"] == 0.0
+    assert methods["exact"]["hit_rate"] == pytest.approx(1 / 12)  # only the duplicate request
+    assert methods["minicache"]["hit_rate"] > 0.3 and methods["minicache"]["accuracy"] == 1.0
+    assert methods["minicache"]["routing"]["purity"] == 1.0
+    assert set(methods["pot"]["throughput_rps"]) == {"1", "2"}
+    lines = (out / "requests.jsonl").read_text().splitlines()
+    assert sum(json.loads(x)["method"] in {"pot", "exact", "gptcache", "minicache"} for x in lines) == 48
+    assert (out / "report.md").read_text().count("| pot |") == 2  # main table and throughput table
+    for png in ("latency_cdf.png", "cold_start.png", "throughput.png", "accuracy_latency.png"):
+        assert (out / png).stat().st_size > 1000
+    # The rerun read every request back instead of asking the models again.
+    assert len(target.calls) == calls
+    assert again["methods"]["pot"]["accuracy"] == 1.0
