@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BackendError, MiniCacheError
-from .extraction import ExtractionError, Extractor, learn_rules, valid_rule
+from .extraction import ExtractionError, Extractor, candidate_values, learn_rules, valid_rule
 from .models.base import GenerationOptions, Message, ModelBackend
 from .programs import extract_code
 from .prompts import pot_messages
@@ -106,6 +106,11 @@ def check_answer(value: Any) -> Any:
         except ValueError:
             return value
     raise SandboxError(f"program returned {type(value).__name__}, not a number", kind="result")
+
+
+def _request_text(question: str, context: str | None) -> str:
+    """What extraction reads: the question, then the context (a table, a document) if any."""
+    return question if not context else f"{question}\n\nContext:\n{context}"
 
 
 def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | None:
@@ -220,8 +225,7 @@ class MiniCache:
     # -- hit --------------------------------------------------------------------------------------
     def _hit(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
              tenant: str, record: bool = True) -> SolveResult:
-        text = question if not context else f"{question}\n\nContext:\n{context}"
-        extraction = self.extractor.extract(entry, text)
+        extraction = self.extractor.extract(entry, _request_text(question, context))
         timings["extract_s"] = extraction.seconds
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds
@@ -332,38 +336,39 @@ class MiniCache:
             f.result(timeout=timeout)
 
     def _validate(self, source: str, held: list[Example]) -> dict[str, Any]:
-        """Run the real hit path for each held example; which extraction mode works, if any."""
+        """Run the real hit path (extraction by the small model, then the program) on each held
+        example; the candidate passes if enough answers match the ones its examples were served."""
         try:
             signature = parse_signature(source)
         except ProgramShapeError as exc:
             return {"ok": False, "error": f"program shape: {exc}"}
-        record: dict[str, Any] = {"ok": False, "template": signature.template}
-        modes = ["choice", "free"] if self.config.use_choice else ["free"]
-        for mode in modes:
-            checks, validated = [], []
-            needed = min(self.config.validate_min, len(held))
-            for n, ex in enumerate(held):
-                if sum(c["match"] for c in checks) + (len(held) - n) < needed:
-                    break  # cannot reach the required matches any more
-                text = ex.question if not ex.context else f"{ex.question}\n\nContext:\n{ex.context}"
-                check: dict[str, Any] = {"example": ex.id, "expected": ex.answer}
-                try:
-                    extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
-                    check["variables"] = extraction.variables
-                    value = check_answer(self.sandbox.run(source, extraction.variables).value)
-                    check["got"] = value
-                    check["match"] = answers_match(value, ex.answer)
-                    if check["match"]:
-                        validated.append((text, extraction.variables))
-                except (ExtractionError, SandboxError, SandboxViolation) as exc:
-                    check["match"], check["error"] = False, str(exc)
-                checks.append(check)
-            passed = sum(c["match"] for c in checks)
-            record[mode] = {"passed": passed, "of": len(held), "checks": checks}
-            if passed >= needed:
-                record.update(ok=True, extraction=mode, validated=validated, passed=passed, of=len(held))
-                return record
-        return record
+        # Candidate choice works only if the values are written in the request: check on the example
+        # this program was written for (its defaults are that request's values).
+        own = next((ex for ex in held if ex.program == source), held[0])
+        written = candidate_values(_request_text(own.question, own.context))
+        numeric = [v for v in signature.defaults.values() if not isinstance(v, str)]
+        mode = "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
+        needed = min(self.config.validate_min, len(held))
+        checks: list[dict[str, Any]] = []
+        validated: list[tuple[str, dict[str, Any]]] = []
+        for n, ex in enumerate(held):
+            if sum(c["match"] for c in checks) + (len(held) - n) < needed:
+                break  # cannot reach the required matches any more
+            text = _request_text(ex.question, ex.context)
+            check: dict[str, Any] = {"example": ex.id, "expected": ex.answer}
+            try:
+                extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
+                check["variables"] = extraction.variables
+                value = check_answer(self.sandbox.run(source, extraction.variables).value)
+                check.update(got=value, match=answers_match(value, ex.answer))
+                if check["match"]:
+                    validated.append((text, extraction.variables))
+            except (ExtractionError, SandboxError, SandboxViolation) as exc:
+                check.update(match=False, error=str(exc))
+            checks.append(check)
+        passed = sum(c["match"] for c in checks)
+        return {"ok": passed >= needed, "template": signature.template, "extraction": mode, "checks": checks,
+                "validated": validated, "passed": passed, "of": len(held)}
 
     def _build(self, tenant: str, group_id: str) -> Entry | None:
         """Build under the group's lease in the store, so two replicas never build one group at once."""
@@ -380,8 +385,8 @@ class MiniCache:
         examples = self.store.examples(tenant, group_id)
         held = examples[-self.config.validate_n:]
         candidates: list[tuple[str, str]] = []
-        for ex in reversed(examples):  # the two most recent distinct parameterized programs
-            if len(candidates) < 2 and ex.program not in (c for _, c in candidates) and ex.variables:
+        for ex in reversed(examples):  # the most recent parameterized program, then the target's generalization
+            if not candidates and ex.variables:
                 candidates.append(("miss-program", ex.program))
         feedback = None
         attempts: list[dict[str, Any]] = []
@@ -415,7 +420,7 @@ class MiniCache:
                 self.events.append({"event": "build", "group": group_id, "entry": entry.id, "ok": True,
                                     "source": source_kind, "rules": len(rules)})
                 return entry
-            failing = [c for mode in ("choice", "free") for c in record.get(mode, {}).get("checks", []) if not c["match"]]
+            failing = [c for c in record.get("checks", []) if not c["match"]]
             feedback = "\n".join(f"- expected {c['expected']}, got {c.get('got', c.get('error'))} with "
                                  f"variables {c.get('variables')}" for c in failing[:4]) or record.get("error")
         group = self.store.get_group(tenant, group_id)

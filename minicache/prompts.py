@@ -26,3 +26,17 @@ def pot_messages(question: str, context: str | None = None) -> list[Message]:
         body = f"Context:\n{context}\n\n{body}"
     body += "\n\nDo not answer directly. Write the ```python block with def solve(...) as instructed."
     return [Message("system", POT_SYSTEM), Message("user", body)]
+
+
+PLAIN_POT_SYSTEM = """You solve problems by writing Python. Reply with one ```python block that defines `def solve()`
+with no parameters: it computes the answer to the request and returns it as a number. No print, no input.
+Use only the math module."""
+
+
+def plain_pot_messages(question: str, context: str | None = None) -> list[Message]:
+    """Plain program-of-thought, the benchmark's baseline: no parameters, no reuse in mind."""
+    body = f"Request:\n{question}"
+    if context:
+        body = f"Context:\n{context}\n\n{body}"
+    body += "\n\nDo not answer directly. Write the ```python block with def solve()."
+    return [Message("system", PLAIN_POT_SYSTEM), Message("user", body)]

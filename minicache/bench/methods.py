@@ -1,7 +1,8 @@
 """The methods ``minicache bench`` compares. Each turns a request into an answer and says what it cost.
 
 * ``direct``   - the target answers directly (no program).
-* ``pot``      - the target writes a program for every request, run in the sandbox (the main baseline).
+* ``pot``      - the target writes a plain program (``def solve()``, no parameters) for every request,
+  run in the sandbox (the main baseline; MiniCache's own misses ask for a parameterized program).
 * ``pot-spec`` - pot with the small model drafting for the target (speculative decoding).
 * ``exact``    - an exact-prompt cache in front of pot.
 * ``gptcache`` - GPTCache's documented behaviour, implemented here (the package is frozen and its
@@ -28,7 +29,7 @@ import numpy as np
 from ..engine import EngineConfig, MiniCache, SolveError, check_answer
 from ..models.base import GenerationOptions, Message, ModelBackend
 from ..programs import extract_code
-from ..prompts import pot_messages
+from ..prompts import plain_pot_messages
 from ..routing import Embedder
 from ..sandbox import SandboxError, SandboxPool, SandboxViolation
 from ..synthesis import answers_match
@@ -86,7 +87,7 @@ class PoT:
             self.name = "pot-spec"
 
     def program(self, r: BenchRequest) -> tuple[str, int]:
-        out = self.target.complete(pot_messages(r.question, r.context),
+        out = self.target.complete(plain_pot_messages(r.question, r.context),
                                    GenerationOptions(max_tokens=640, draft=self.draft))  # type: ignore[arg-type]
         return extract_code(out.text), out.prompt_tokens + out.completion_tokens
 
