@@ -449,5 +449,25 @@ def bench(dataset: str, methods: str, limit: int | None, groups: int | None, see
     del results
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0 for all).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="TCP port.")
+@click.option("--store", envvar="MINICACHE_STORE", default="minicache.db", show_default=True,
+              help="SQLite file or postgresql:// DSN (env MINICACHE_STORE).")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Server TOML: api_keys, admin_keys, public_metrics, [limits] (MINICACHE_SERVER_* env vars override).")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+def serve(host: str, port: int, store: str, config_file: str | None, log_level: str) -> None:
+    """Serve MiniCache as an OpenAI-compatible API (POST /v1/chat/completions, /v1/solve, /admin/*, /metrics, /health).
+
+    Models are the configured ones (`minicache config`); without API keys in --config, auth is off.
+    """
+    from .server import serve as run_server
+
+    click.echo("loading models...", err=True)
+    run_server(host=host, port=port, store=store, config=config_file, log_level=log_level)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

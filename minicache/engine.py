@@ -181,12 +181,32 @@ class MiniCache:
         if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
             raise InvalidRequest("tenant must be a non-empty string of at most 200 characters")
         assert question is not None
+        try:
+            result = self._serve(question, context, group, tenant, no_cache=no_cache, no_store=no_store,
+                                 force_refresh=force_refresh)
+        except BaseException:
+            if not no_store:
+                self.store.bump(tenant, "requests")
+                self.store.bump(tenant, "errors")
+            raise
+        finally:
+            self.router.forget_pending(tenant, question)
+        if not no_store:
+            # Counted together at the end, so that requests == hits + misses + fallbacks + errors.
+            self.store.bump(tenant, "requests")
+            self.store.bump(tenant, {"hit": "hits", "miss": "misses", "fallback": "fallbacks"}[result.route])
+            if result.tokens["target"]:
+                self.store.bump(tenant, "target_tokens", result.tokens["target"])
+        result.timings["total_s"] = time.perf_counter() - began
+        return result
+
+    def _serve(self, question: str, context: str | None, group: str | None, tenant: str, *, no_cache: bool,
+               no_store: bool, force_refresh: bool) -> SolveResult:
+        """Route, then hit if the group has an entry and it works, else miss (a fallback if a hit failed)."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
         decision = self.router.route(tenant, question, group)
         timings["route_s"] = time.perf_counter() - t
-        self.store.bump(tenant, "requests") if not no_store else None
-
         fallback_reason = None
         if not (no_cache or force_refresh):
             entry = self.store.active_entry(tenant, decision.group_id)
@@ -194,28 +214,16 @@ class MiniCache:
                 try:
                     result = self._hit(entry, question, context, timings, tenant, record=not no_store)
                     result.similarity = decision.similarity
-                    result.timings["total_s"] = time.perf_counter() - began
-                    if not no_store:
-                        self.store.bump(tenant, "hits")
                     return result
                 except (ExtractionError, SandboxError, SandboxViolation) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
                     if not no_store:
                         self._count_failure(tenant, entry)
-        try:
-            result = self._miss(decision.group_id, question, context, timings, tenant, record=not no_store,
-                                new_group=decision.new_group, label=group)
-        except SolveError:
-            if not no_store:
-                self.store.bump(tenant, "errors")
-            raise
+        result = self._miss(decision.group_id, question, context, timings, tenant, record=not no_store,
+                            new_group=decision.new_group, label=group)
         result.similarity = decision.similarity
         if fallback_reason:
             result.route, result.fallback_reason = "fallback", fallback_reason
-        if not no_store:
-            self.store.bump(tenant, "fallbacks" if fallback_reason else "misses")
-            self.store.bump(tenant, "target_tokens", result.tokens["target"])
-        result.timings["total_s"] = time.perf_counter() - began
         return result
 
     async def asolve(self, *args: Any, **kwargs: Any) -> SolveResult:
@@ -327,7 +335,11 @@ class MiniCache:
             if self.config.background_builds:
                 self._building[key] = self._builds.submit(self._build, tenant, group_id)
                 return
-        self._build(tenant, group_id)
+        try:
+            self._build(tenant, group_id)
+        except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
+            self.store.bump(tenant, "builds_failed")
+            self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": 0, "error": str(exc)})
 
     def wait_for_builds(self, timeout: float | None = None) -> None:
         with self._build_lock:
@@ -441,7 +453,7 @@ class MiniCache:
         requests = counters.get("requests", 0)
         return {
             "requests": requests, "hits": counters.get("hits", 0), "misses": counters.get("misses", 0),
-            "fallbacks": counters.get("fallbacks", 0),
+            "fallbacks": counters.get("fallbacks", 0), "errors": counters.get("errors", 0),
             "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
             "builds_ok": counters.get("builds_ok", 0), "builds_failed": counters.get("builds_failed", 0),
             "evictions": counters.get("evictions", 0),
@@ -490,15 +502,23 @@ class MiniCache:
             try:
                 if not isinstance(item, dict):
                     raise TypeError("not a JSON object")
+                for key in ("group_id", "program"):
+                    if not isinstance(item.get(key), str) or not item[key]:
+                        raise ValueError(f"{key} must be a non-empty string")
+                if not isinstance(item.get("template"), list) or not isinstance(item.get("rules", {}) or {}, dict):
+                    raise ValueError("template must be a list and rules an object")
                 entry = Entry.from_json(dict(item, tenant=tenant, id=new_id("ent")))
                 parse_signature(entry.program)
                 bad = [name for name, rule in entry.rules.items() if not valid_rule(rule)]
-                if bad or not isinstance(entry.rules, dict):
-                    raise ValueError(f"malformed rules for {', '.join(bad) or 'the entry'}")
+                if bad:
+                    raise ValueError(f"malformed rules for {', '.join(bad)}")
                 examples = item.get("examples") or []
-                if not isinstance(examples, list) or not all(isinstance(x, dict) and isinstance(x.get("question"), str)
-                                                              for x in examples):
-                    raise ValueError("examples must be a list of objects with a question")
+                if not isinstance(examples, list) or not all(
+                        isinstance(x, dict) and isinstance(x.get("question"), str)
+                        and isinstance(x.get("context"), (str, type(None))) and isinstance(x.get("variables", {}), dict)
+                        for x in examples):
+                    raise ValueError("examples must be objects with a question, an optional text context and variables")
+                json.dumps(examples)
             except (ValueError, TypeError, KeyError, ProgramShapeError) as exc:
                 raise InvalidRequest(f"entry {i}: {exc}") from exc
             entry.status = "active"

@@ -15,6 +15,7 @@ and the in-service failure count are what keep wrong programs out.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +61,15 @@ class Router:
         self.store = store
         self.embedder = embedder
         self.threshold = threshold
+        # New groups whose first request is still being served (not yet in the store), so that
+        # concurrent first requests of one template join one group instead of starting several.
+        self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}
+        self._lock = threading.Lock()
+
+    def forget_pending(self, tenant: str, question: str) -> None:
+        with self._lock:
+            items = self._pending.get(tenant, [])
+            self._pending[tenant] = [p for p in items if p[1] != question]
 
     def embed_request(self, question: str) -> np.ndarray:
         return self.embedder.embed([skeleton(question)])[0].astype(np.float32)
@@ -70,12 +80,20 @@ class Router:
             gid = f"label:{group}"
             return RouteDecision(gid, self.store.get_group(tenant, gid) is None, 1.0, vector, explicit=True)
         ids, matrix = self.store.routing_index(tenant)
-        nearest = 0.0
-        if ids and matrix.shape[1] == vector.shape[0]:
-            sims = matrix @ vector
-            best = int(np.argmax(sims))
-            nearest = float(sims[best])
-            if nearest >= self.threshold:
-                return RouteDecision(ids[best], False, float(sims[best]), vector)
-        # A new group is only written to the store when its first example is recorded.
-        return RouteDecision(new_id("grp"), True, nearest, vector)
+        with self._lock:
+            pending = list(self._pending.get(tenant, []))
+            nearest, best_id = 0.0, None
+            if ids and matrix.shape[1] == vector.shape[0]:
+                sims = matrix @ vector
+                best = int(np.argmax(sims))
+                nearest, best_id = float(sims[best]), ids[best]
+            for gid, _q, vec in pending:
+                sim = float(vec @ vector)
+                if sim > nearest:
+                    nearest, best_id = sim, gid
+            if best_id is not None and nearest >= self.threshold:
+                return RouteDecision(best_id, False, nearest, vector)
+            # A new group is only written to the store when its first example is recorded.
+            gid = new_id("grp")
+            self._pending.setdefault(tenant, []).append((gid, question, vector))
+            return RouteDecision(gid, True, nearest, vector)

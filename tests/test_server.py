@@ -1,0 +1,738 @@
+"""The OpenAI-compatible server, with fake models: FastAPI's TestClient for most behaviour, and the
+official ``openai`` client talking unchanged to a real uvicorn server on loopback."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+
+import httpx
+import openai
+import pytest
+from fastapi.testclient import TestClient
+
+from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder
+from minicache.engine import EngineConfig, MiniCache
+from minicache.errors import ConfigError
+from minicache.sandbox import SandboxPool
+from minicache.server import ServerConfig, create_app, load_server_config
+from minicache.server.auth import RateLimiter
+from minicache.server.metrics import sample_value
+from minicache.server.testing import BackgroundServer
+from minicache.store import SQLiteStore
+
+KEY_A, KEY_B, KEY_ADMIN, KEY_OPS = "sk-tenant-a-0001", "sk-tenant-b-0002", "sk-admin-only-03", "sk-ops-admin-004"
+AUTH = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b", KEY_OPS: "ops"}, admin_keys={KEY_ADMIN, KEY_OPS}, rate_per_s=0)
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with SandboxPool(size=2) as pool:
+        yield pool
+
+
+@dataclass
+class Rig:
+    mc: MiniCache
+    target: FakeTarget
+    store: SQLiteStore
+    client: TestClient
+    app: object
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    """Factory: an app over a MiniCache on fakes (its own database); all closed at teardown."""
+    made: list[Rig] = []
+
+    def factory(config: ServerConfig | None = None, *, target: FakeTarget | None = None, **engine_config) -> Rig:
+        store = SQLiteStore(tmp_path / f"mc{len(made)}.db")
+        target = target or FakeTarget()
+        mc = MiniCache(target, FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
+                       config=EngineConfig(background_builds=False, **engine_config))
+        app = create_app(mc, config or ServerConfig(rate_per_s=0))
+        rig = Rig(mc, target, store, TestClient(app), app)
+        made.append(rig)
+        return rig
+
+    yield factory
+    for rig in made:
+        rig.client.close()
+        rig.mc.close()
+
+
+@pytest.fixture
+def rig(make) -> Rig:
+    return make()
+
+
+def chat_body(domain: Domain, values, **extra) -> dict:
+    return {"model": "gpt-test", "messages": [{"role": "user", "content": domain.ask(*values)}], **extra}
+
+
+def chat(rig: Rig, domain: Domain, values, *, key: str | None = None, headers: dict | None = None, **extra) -> dict:
+    """One non-streaming chat request that must succeed with the right answer."""
+    r = rig.client.post("/v1/chat/completions", json=chat_body(domain, values, **extra),
+                        headers={**(bearer(key) if key else {}), **(headers or {})})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert float(data["choices"][0]["message"]["content"]) == pytest.approx(domain.answer(*values), rel=1e-9)
+    return data
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert set(error) >= {"message", "type", "code"}
+    assert isinstance(error["message"], str) and error["message"]
+    assert "Traceback" not in response.text
+    if code:
+        assert error["code"] == code, error
+    return error
+
+
+def sse_events(text: str) -> list:
+    assert text.endswith("\n\n")
+    events = []
+    for block in text.strip("\n").split("\n\n"):
+        assert block.startswith("data: "), block
+        payload = block[len("data: "):]
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+# -- chat completions (TestClient) ---------------------------------------------------------------
+
+
+def test_chat_completion_is_an_openai_object_and_the_fourth_request_hits(rig):
+    routes = [chat(rig, CURRENT_RATIO, v)["minicache"]["route"] for v in CR_VALUES[:3]]
+    assert routes == ["miss", "miss", "miss"]
+    data = chat(rig, CURRENT_RATIO, CR_VALUES[3])
+    assert data["object"] == "chat.completion" and data["id"].startswith("chatcmpl-")
+    assert isinstance(data["created"], int) and data["model"] == "gpt-test"
+    choice = data["choices"][0]
+    assert choice["index"] == 0 and choice["finish_reason"] == "stop"
+    assert choice["message"] == {"role": "assistant", "content": "0.8"}
+    info = data["minicache"]
+    assert info["route"] == "hit" and info["entry_id"] and info["group"].startswith("grp_")
+    assert info["variables"] == {"current_assets": 56000, "current_liabilities": 70000}
+    assert {"route_s", "extract_s", "sandbox_s", "total_s"} <= set(info["timings"])
+    assert info["tokens"] == {"target": 0, "small": 0}
+    assert data["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    miss = chat(rig, SIMPLE_INTEREST, SI_VALUES[0])
+    assert miss["minicache"]["route"] == "miss"
+    assert miss["usage"]["total_tokens"] == miss["minicache"]["tokens"]["target"] > 0
+    assert miss["usage"]["total_tokens"] == miss["usage"]["prompt_tokens"] + miss["usage"]["completion_tokens"]
+
+
+def test_earlier_messages_are_the_context_and_text_parts_are_joined(rig):
+    table = "| company | Acme |\n| year | 2024 |"
+    body = {"model": "m", "messages": [
+        {"role": "system", "content": table},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": [{"type": "text", "text": CURRENT_RATIO.ask(*CR_VALUES[0])}]},
+    ]}
+    r = rig.client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == "1.5"
+    prompt = rig.target.calls[-1].messages[1].content
+    assert prompt.startswith(f"Context:\n{table}\n\nNoted.\n\nRequest:\n{CURRENT_RATIO.ask(*CR_VALUES[0])}")
+    example = rig.store.examples("default", r.json()["minicache"]["group"])[0]
+    assert example.context == f"{table}\n\nNoted." and example.question == CURRENT_RATIO.ask(*CR_VALUES[0])
+
+
+@pytest.mark.parametrize("route", ["miss", "hit"])
+def test_streaming_is_correct_sse_for_misses_and_hits(rig, route):
+    if route == "hit":
+        for values in CR_VALUES[:3]:
+            chat(rig, CURRENT_RATIO, values)
+    values = CR_VALUES[4]
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, values, stream=True))
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(r.text)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    assert content == "3" and float(content) == CURRENT_RATIO.answer(*values)
+    last = chunks[-1]
+    assert last["choices"][0]["delta"] == {} and last["choices"][0]["finish_reason"] == "stop"
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+    assert last["minicache"]["route"] == route
+    assert "minicache" not in chunks[0]
+
+
+def test_stream_options_include_usage_adds_a_usage_chunk(rig):
+    r = rig.client.post("/v1/chat/completions", json=chat_body(
+        SIMPLE_INTEREST, SI_VALUES[0], stream=True, stream_options={"include_usage": True}))
+    chunks = sse_events(r.text)[:-1]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_cache_controls_in_body_metadata_and_headers(rig):
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[0], minicache={"group": "body"})["minicache"]["group"] == "label:body"
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[1],
+                metadata={"minicache_group": "meta"})["minicache"]["group"] == "label:meta"
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[2],
+                headers={"X-MiniCache-Group": "hdr"})["minicache"]["group"] == "label:hdr"
+    # the body's minicache object wins over metadata, which wins over headers
+    both = chat(rig, CURRENT_RATIO, CR_VALUES[3], minicache={"group": "body"}, metadata={"minicache_group": "meta"},
+                headers={"X-MiniCache-Group": "hdr"})
+    assert both["minicache"]["group"] == "label:body"
+
+    for values in CR_VALUES[4:6]:
+        chat(rig, CURRENT_RATIO, values, minicache={"group": "body"})
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[6], minicache={"group": "body"})["minicache"]["route"] == "hit"
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[7], minicache={"group": "body", "no_cache": True},
+                )["minicache"]["route"] == "miss"
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[7], minicache={"group": "body"},
+                headers={"X-MiniCache-Force-Refresh": "1"})["minicache"]["route"] == "miss"
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[7], minicache={"group": "body"},
+                metadata={"minicache_no_cache": "true"})["minicache"]["route"] == "miss"
+    before = rig.store.counters("default")
+    examples = len(rig.store.examples("default", "label:body"))
+    chat(rig, CURRENT_RATIO, CR_VALUES[8], minicache={"group": "body"}, headers={"X-MiniCache-No-Store": "1",
+                                                                                 "X-MiniCache-No-Cache": "1"})
+    assert rig.store.counters("default") == before
+    assert len(rig.store.examples("default", "label:body")) == examples
+
+
+def test_bad_cache_controls_are_400(rig):
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"no_cache": "maybe"}))
+    assert_error(r, 400, "invalid_type")
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"grup": "x"}))
+    assert_error(r, 400)
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0]),
+                        headers={"X-MiniCache-No-Store": "perhaps"})
+    assert_error(r, 400, "invalid_type")
+
+
+# -- native API ---------------------------------------------------------------------------------
+
+
+def test_native_solve_returns_the_solve_result(rig):
+    r = rig.client.post("/v1/solve", json={"question": CURRENT_RATIO.ask(*CR_VALUES[0]), "context": {"co": "Acme"},
+                                           "group": "cr"})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert set(data) == {"answer", "route", "group", "entry_id", "program", "variables", "timings", "tokens",
+                         "similarity", "extraction", "fallback_reason", "answer_text"}
+    assert (data["answer"], data["answer_text"], data["route"], data["group"]) == (1.5, "1.5", "miss", "label:cr")
+    assert "def solve(" in data["program"]
+    for values in CR_VALUES[1:3]:
+        rig.client.post("/v1/solve", json={"question": CURRENT_RATIO.ask(*values), "group": "cr"})
+    hit = rig.client.post("/v1/solve", json={"question": CURRENT_RATIO.ask(*CR_VALUES[3]), "group": "cr"}).json()
+    assert hit["route"] == "hit" and hit["answer"] == pytest.approx(0.8)
+    refreshed = rig.client.post("/v1/solve", json={"question": CURRENT_RATIO.ask(*CR_VALUES[3]), "group": "cr",
+                                                   "force_refresh": True}).json()
+    assert refreshed["route"] == "miss"
+    assert_error(rig.client.post("/v1/solve", json={"context": "x"}), 400)
+    assert_error(rig.client.post("/v1/solve", json={"question": "   "}), 400, "invalid_request")
+    assert_error(rig.client.post("/v1/solve", json={"question": 5}), 400, "invalid_request")
+    assert_error(rig.client.post("/v1/solve", json={"question": "q", "no_store": "perhaps"}), 400)
+    assert_error(rig.client.post("/v1/solve", json={"question": "q", "colour": "red"}), 400)
+
+
+# -- auth and tenants ---------------------------------------------------------------------------
+
+
+def test_auth_401_and_403(make):
+    rig = make(AUTH)
+    c = rig.client
+    body = chat_body(CURRENT_RATIO, CR_VALUES[0])
+    error = assert_error(c.post("/v1/chat/completions", json=body), 401, "missing_api_key")
+    assert error["type"] == "authentication_error"
+    r = c.post("/v1/chat/completions", json=body, headers=bearer("sk-not-a-real-key"))
+    assert_error(r, 401, "invalid_api_key")
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert_error(c.post("/v1/chat/completions", json=body, headers={"Authorization": "Basic abc"}), 401)
+    assert c.post("/v1/chat/completions", json=body, headers=bearer(KEY_A)).status_code == 200
+    # an admin-only key has no tenant to serve
+    assert_error(c.post("/v1/chat/completions", json=body, headers=bearer(KEY_ADMIN)), 403, "no_tenant")
+    # admin endpoints: 401 without a key, 403 with a tenant key, 200 with an admin key
+    assert_error(c.get("/admin/stats"), 401)
+    error = assert_error(c.get("/admin/stats", headers=bearer(KEY_A)), 403, "admin_required")
+    assert error["type"] == "permission_error"
+    assert c.get("/admin/stats", headers=bearer(KEY_ADMIN)).status_code == 200
+    assert c.get("/admin/stats", headers=bearer(KEY_OPS)).status_code == 200
+    assert c.post("/v1/chat/completions", json=body, headers=bearer(KEY_OPS)).status_code == 200
+    # /metrics needs an admin key when auth is on; /health never does
+    assert_error(c.get("/metrics"), 401)
+    assert_error(c.get("/metrics", headers=bearer(KEY_B)), 403)
+    assert c.get("/metrics", headers=bearer(KEY_ADMIN)).status_code == 200
+    assert c.get("/health").status_code == 200
+
+
+def test_without_api_keys_auth_is_off_and_everything_is_tenant_default(make, caplog):
+    with caplog.at_level("WARNING", logger="minicache.server"):
+        rig = make(ServerConfig(rate_per_s=0))
+    assert "authentication is OFF" in caplog.text
+    chat(rig, CURRENT_RATIO, CR_VALUES[0], key="sk-anything-at-all")
+    chat(rig, CURRENT_RATIO, CR_VALUES[1])
+    assert rig.mc.stats("default")["requests"] == 2
+    assert rig.client.get("/admin/stats").json()["requests"] == 2
+    assert rig.client.get("/metrics").status_code == 200
+
+
+def test_admin_keys_without_api_keys_still_protect_admin(make):
+    rig = make(ServerConfig(admin_keys={KEY_ADMIN}, rate_per_s=0))
+    chat(rig, CURRENT_RATIO, CR_VALUES[0])
+    assert_error(rig.client.get("/admin/stats"), 401)
+    assert_error(rig.client.get("/admin/stats", headers=bearer("sk-someone-else")), 403)
+    assert rig.client.get("/admin/stats", headers=bearer(KEY_ADMIN)).json()["requests"] == 1
+
+
+def test_tenants_see_only_their_own_entries(make):
+    rig = make(AUTH)
+    c = rig.client
+    routes = [chat(rig, CURRENT_RATIO, v, key=KEY_A)["minicache"]["route"] for v in CR_VALUES[:4]]
+    assert routes == ["miss", "miss", "miss", "hit"]
+    b = chat(rig, CURRENT_RATIO, CR_VALUES[3], key=KEY_B)
+    assert b["minicache"]["route"] == "miss" and b["minicache"]["entry_id"] is None
+    admin = bearer(KEY_ADMIN)
+    a_entries = c.get("/admin/entries", params={"tenant": "a"}, headers=admin).json()["data"]
+    assert len(a_entries) == 1 and a_entries[0]["tenant"] == "a"
+    assert c.get("/admin/entries", params={"tenant": "b"}, headers=admin).json()["data"] == []
+    assert c.get("/admin/entries", headers=admin).json()["data"] == []  # tenant "default"
+    assert_error(c.get(f"/admin/entries/{a_entries[0]['id']}", params={"tenant": "b"}, headers=admin), 404)
+    assert c.get(f"/admin/entries/{a_entries[0]['id']}", params={"tenant": "a"}, headers=admin).status_code == 200
+    stats_b = c.get("/admin/stats", params={"tenant": "b"}, headers=admin).json()
+    assert (stats_b["requests"], stats_b["hits"], stats_b["entries_active"]) == (1, 0, 0)
+    assert rig.mc.stats("a")["hits"] == 1
+
+
+# -- admin --------------------------------------------------------------------------------------
+
+
+def test_admin_entries_groups_invalidate_and_delete(make):
+    rig = make(AUTH)
+    c, admin = rig.client, bearer(KEY_ADMIN)
+    for values in CR_VALUES[:3]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A, minicache={"group": "cr"})
+    for values in SI_VALUES[:3]:
+        chat(rig, SIMPLE_INTEREST, values, key=KEY_A)
+    q = {"tenant": "a"}
+    groups = c.get("/admin/groups", params=q, headers=admin).json()["data"]
+    assert sorted(g["n_examples"] for g in groups) == [3, 3]
+    assert {g["label"] for g in groups} == {"cr", None}
+    entries = c.get("/admin/entries", params={**q, "status": "active"}, headers=admin).json()["data"]
+    assert len(entries) == 2
+    cr = next(e for e in entries if e["group_id"] == "label:cr")
+    si = next(e for e in entries if e["group_id"] != "label:cr")
+    one = c.get(f"/admin/entries/{cr['id']}", params=q, headers=admin).json()
+    assert one["program"] == cr["program"] and one["status"] == "active"
+
+    r = c.post("/admin/invalidate", params=q, json={"group": "cr"}, headers=admin)
+    assert r.json() == {"tenant": "a", "invalidated": 1}
+    assert c.get(f"/admin/entries/{cr['id']}", params=q, headers=admin).json()["status"] == "evicted"
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[3], key=KEY_A, minicache={"group": "cr"})["minicache"]["route"] == "miss"
+    assert c.post("/admin/invalidate", params=q, json={"entry": si["id"]}, headers=admin).json()["invalidated"] == 1
+    assert chat(rig, SIMPLE_INTEREST, SI_VALUES[3], key=KEY_A)["minicache"]["route"] == "miss"
+    assert_error(c.post("/admin/invalidate", params=q, json={}, headers=admin), 400)
+    assert_error(c.post("/admin/invalidate", params=q, json={"group": "x", "entry": "y"}, headers=admin), 400)
+    assert_error(c.post("/admin/invalidate", params=q, json={"group": 5}, headers=admin), 400)
+
+    r = c.delete(f"/admin/entries/{si['id']}", params=q, headers=admin)
+    assert r.json() == {"id": si["id"], "deleted": True}
+    assert_error(c.get(f"/admin/entries/{si['id']}", params=q, headers=admin), 404, "entry_not_found")
+    assert_error(c.delete(f"/admin/entries/{si['id']}", params=q, headers=admin), 404)
+    assert_error(c.get("/admin/entries", params={**q, "status": "weird"}, headers=admin), 400)
+
+
+def test_export_import_round_trip_into_another_tenant(make):
+    rig = make(AUTH)
+    c, admin = rig.client, bearer(KEY_ADMIN)
+    for values in CR_VALUES[:3]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A)
+    exported = c.get("/admin/export", params={"tenant": "a"}, headers=admin).json()
+    assert len(exported) == 1 and len(exported[0]["examples"]) == 3
+    r = c.post("/admin/import", params={"tenant": "b"}, json=exported, headers=admin)
+    assert r.status_code == 200 and r.json() == {"tenant": "b", "imported": 1}
+    calls = rig.target.miss_calls
+    hit = chat(rig, CURRENT_RATIO, CR_VALUES[3], key=KEY_B)
+    assert hit["minicache"]["route"] == "hit" and rig.target.miss_calls == calls
+    imported = c.get("/admin/entries", params={"tenant": "b"}, headers=admin).json()["data"]
+    assert [e["program"] for e in imported] == [exported[0]["program"]] and imported[0]["id"] != exported[0]["id"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"group_id": "g", "template": [], "program": "not python at all ("},  # engine's own check
+    {"group_id": {"not": "a string"}},  # would fail only while writing
+    {"rules": ["not", "an", "object"]},  # would raise AttributeError in the engine
+    {"program": 5},
+    {"examples": [{"question": "q", "context": {"an": "object"}}]},
+    "not an object",
+])
+def test_invalid_import_is_400_and_writes_nothing(make, bad):
+    rig = make(AUTH)
+    c, admin = rig.client, bearer(KEY_ADMIN)
+    for values in CR_VALUES[:3]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A)
+    exported = c.get("/admin/export", params={"tenant": "a"}, headers=admin).json()
+    broken = {**exported[0], **bad} if isinstance(bad, dict) else bad
+    r = c.post("/admin/import", params={"tenant": "b"}, json=[exported[0], broken], headers=admin)
+    assert_error(r, 400, "invalid_entries")
+    assert "entry 1" in r.json()["error"]["message"]
+    assert rig.store.list_entries("b") == [] and rig.store.list_groups("b") == []
+
+
+def test_import_needs_a_json_list(make):
+    rig = make(AUTH)
+    admin = bearer(KEY_ADMIN)
+    assert_error(rig.client.post("/admin/import", json={"entries": []}, headers=admin), 400)
+    assert_error(rig.client.post("/admin/import", content=b"[{", headers=admin), 400, "invalid_json")
+    assert rig.client.post("/admin/import", json=[], headers=admin).json()["imported"] == 0
+
+
+def test_freeze_stops_builds_and_unfreeze_resumes_them(make):
+    rig = make(AUTH)
+    c, admin = rig.client, bearer(KEY_ADMIN)
+    assert c.post("/admin/freeze", json={"frozen": True}, headers=admin).json() == {"frozen": True}
+    assert rig.mc.config.frozen is True and c.get("/health").json()["frozen"] is True
+    routes = [chat(rig, CURRENT_RATIO, v, key=KEY_A)["minicache"]["route"] for v in CR_VALUES[:5]]
+    assert routes == ["miss"] * 5
+    assert rig.store.list_entries("a") == []
+    assert c.get("/admin/stats", params={"tenant": "a"}, headers=admin).json()["frozen"] is True
+    assert c.post("/admin/freeze", json={"frozen": False}, headers=admin).json() == {"frozen": False}
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[5], key=KEY_A)["minicache"]["route"] == "miss"  # builds now
+    assert len(rig.store.list_entries("a", "active")) == 1
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[6], key=KEY_A)["minicache"]["route"] == "hit"
+    assert_error(c.post("/admin/freeze", json={"frozen": "yes"}, headers=admin), 400)
+    assert_error(c.post("/admin/freeze", json={"frozen": True}, headers=bearer(KEY_A)), 403)
+
+
+# -- limits and errors --------------------------------------------------------------------------
+
+
+def test_body_over_the_limit_is_413(make):
+    rig = make(ServerConfig(max_body_bytes=4096, rate_per_s=0))
+    big = chat_body(CURRENT_RATIO, CR_VALUES[0])
+    big["messages"].insert(0, {"role": "system", "content": "x" * 5000})
+    error = assert_error(rig.client.post("/v1/chat/completions", json=big), 413, "request_too_large")
+    assert "4,096" in error["message"]
+
+    def chunks():  # no Content-Length: the limit is enforced while reading
+        data = json.dumps(big).encode()
+        for i in range(0, len(data), 1000):
+            yield data[i:i + 1000]
+
+    assert_error(rig.client.post("/v1/chat/completions", content=chunks()), 413)
+    assert rig.mc.stats()["requests"] == 0
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[0])["choices"][0]["message"]["content"] == "1.5"
+
+
+def test_rate_limit_per_key_is_429_with_retry_after(make):
+    rig = make(ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, rate_per_s=0.5, burst=2))
+    for values in CR_VALUES[:2]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A)
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[2]), headers=bearer(KEY_A))
+    error = assert_error(r, 429, "rate_limit_exceeded")
+    assert error["type"] == "rate_limit_error"
+    assert int(r.headers["retry-after"]) >= 1
+    chat(rig, CURRENT_RATIO, CR_VALUES[2], key=KEY_B)  # another key has its own bucket
+    assert rig.mc.stats("a")["requests"] == 2
+
+
+def test_token_bucket_refills_at_the_configured_rate():
+    limiter = RateLimiter(rate_per_s=2.0, burst=3)
+    assert [limiter.acquire("k", now=100.0) for _ in range(3)] == [None, None, None]
+    assert limiter.acquire("k", now=100.0) == pytest.approx(0.5)
+    assert limiter.acquire("k", now=100.5) is None
+    assert limiter.acquire("other", now=100.5) is None
+    assert RateLimiter(rate_per_s=0, burst=1).acquire("k") is None
+
+
+@pytest.mark.parametrize("body,code", [
+    (b"{not json", "invalid_json"),
+    (b"", "invalid_json"),
+    (b"[1, 2]", "invalid_request"),
+    (b'{"model": "m"}', "invalid_type"),
+    (b'{"messages": "hello"}', "invalid_type"),
+    (b'{"messages": [{"role": "system", "content": "only a system message"}]}', "missing_user_message"),
+    (b'{"messages": [{"role": "user", "content": 5}]}', "invalid_type"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}', "unsupported_content"),
+    (b'{"messages": [{"role": "wizard", "content": "hi"}]}', "invalid_request"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', "invalid_type"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "n": 2}', "unsupported_parameter"),
+    (b'{"messages": [{"role": "user", "content": "   "}]}', "invalid_request"),  # empty question (engine)
+    (b'{"messages": [{"role": "user", "content": "a\\u0000b"}]}', "invalid_request"),
+], ids=["malformed", "empty-body", "not-object", "no-messages", "messages-type", "no-user-message",
+        "content-type", "image", "role", "stream-type", "n", "empty-question", "nul"])
+def test_bad_requests_are_400_with_openai_error_json(rig, body, code):
+    r = rig.client.post("/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    error = assert_error(r, 400, code)
+    assert error["type"] == "invalid_request_error"
+    assert rig.mc.stats()["requests"] == 0
+
+
+def test_target_failure_is_502_and_unexpected_errors_are_500_without_details(make):
+    rig = make(target=FakeTarget(mode="raise"))
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0]))
+    assert_error(r, 502, "solve_failed")
+    assert rig.store.counters("default")["errors"] == 1
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("secret internals /etc/passwd")
+
+    rig.mc.solve = explode
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0]))
+    error = assert_error(r, 500, "internal_error")
+    assert "secret" not in r.text and "RuntimeError" not in r.text and error["type"] == "server_error"
+
+
+def test_unknown_paths_and_methods_get_error_json(rig):
+    assert_error(rig.client.get("/v2/nothing"), 404)
+    assert_error(rig.client.get("/v1/chat/completions"), 405)
+
+
+class GatedTarget(FakeTarget):
+    """A target that holds each call until the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def complete(self, messages, options=None):
+        self.entered.set()
+        assert self.release.wait(30)
+        return super().complete(messages, options)
+
+
+def test_requests_beyond_max_inflight_get_503(make):
+    target = GatedTarget()
+    rig = make(ServerConfig(max_inflight=1, rate_per_s=0), target=target)
+    results: list[httpx.Response] = []
+    with BackgroundServer(rig.app) as server, httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http:
+        first = threading.Thread(target=lambda: results.append(
+            http.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0]))))
+        first.start()
+        try:
+            assert target.entered.wait(10)
+            r = http.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[1]))
+            error = assert_error(r, 503, "overloaded")
+            assert error["type"] == "server_error" and r.headers["retry-after"] == "1"
+            assert http.get("/health").status_code == 200  # probes are not limited
+        finally:
+            target.release.set()
+            first.join(30)
+        assert results[0].status_code == 200
+        assert http.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[1])).status_code == 200
+
+
+# -- metrics and health -------------------------------------------------------------------------
+
+
+def test_metrics_count_what_was_served(rig):
+    tokens = 0
+    for values in CR_VALUES[:5]:
+        tokens += chat(rig, CURRENT_RATIO, values)["minicache"]["tokens"]["target"]
+    rig.client.post("/v1/solve", json={"question": SIMPLE_INTEREST.ask(*SI_VALUES[0])})
+    rig.client.post("/v1/chat/completions", content=b"{bad")
+    rig.client.post("/v1/solve", json={"question": ""})
+    text = rig.client.get("/metrics").text
+    assert rig.client.get("/metrics").headers["content-type"].startswith("text/plain")
+    for name in ("minicache_requests_total", "minicache_stage_seconds_bucket", "minicache_target_tokens_total",
+                 "minicache_target_tokens_saved_total", "minicache_http_requests_total", "minicache_http_errors_total",
+                 "minicache_builds_total", "minicache_hit_rate", "minicache_sandbox_failures_total",
+                 "minicache_sandbox_runs_total", "minicache_engine_requests_total", "minicache_inflight_requests",
+                 "minicache_frozen"):
+        assert f"\n{name}" in text, name
+    assert sample_value(text, "minicache_requests_total") == 7
+    assert sample_value(text, "minicache_requests_total", {"endpoint": "chat", "route": "miss"}) == 3
+    assert sample_value(text, "minicache_requests_total", {"endpoint": "chat", "route": "hit"}) == 2
+    assert sample_value(text, "minicache_requests_total", {"endpoint": "solve", "route": "miss"}) == 1
+    assert sample_value(text, "minicache_requests_total", {"endpoint": "solve", "route": "invalid"}) == 1
+    si_tokens = rig.mc.stats()["target_tokens"] - tokens
+    assert sample_value(text, "minicache_target_tokens_total", {"tenant": "default"}) == tokens + si_tokens
+    assert sample_value(text, "minicache_target_tokens_saved_total") == pytest.approx(2 * tokens / 3)
+    assert sample_value(text, "minicache_stage_seconds_count", {"stage": "total", "route": "hit"}) == 2
+    assert sample_value(text, "minicache_stage_seconds_count", {"stage": "extract", "route": "hit"}) == 2
+    assert sample_value(text, "minicache_stage_seconds_count", {"stage": "target"}) == 4
+    assert sample_value(text, "minicache_http_errors_total", {"status": "400"}) == 2
+    assert sample_value(text, "minicache_http_requests_total",
+                        {"path": "/v1/chat/completions", "status": "200"}) == 5
+    assert sample_value(text, "minicache_engine_requests_total", {"tenant": "default"}) == 6
+    assert sample_value(text, "minicache_engine_hits_total", {"tenant": "default"}) == 2
+    assert sample_value(text, "minicache_builds_total", {"tenant": "default", "outcome": "ok"}) == 1
+    assert sample_value(text, "minicache_builds_total", {"tenant": "default", "outcome": "failed"}) == 0
+    assert sample_value(text, "minicache_hit_rate", {"tenant": "default"}) == pytest.approx(2 / 6)
+
+
+def test_metrics_registries_are_per_app(make):
+    one, two = make(), make()
+    chat(one, CURRENT_RATIO, CR_VALUES[0])
+    assert sample_value(one.client.get("/metrics").text, "minicache_requests_total") == 1
+    assert sample_value(two.client.get("/metrics").text, "minicache_requests_total") == 0
+
+
+def test_public_metrics_option(make):
+    rig = make(ServerConfig(api_keys={KEY_A: "a"}, public_metrics=True, rate_per_s=0))
+    assert rig.client.get("/metrics").status_code == 200
+
+
+def test_health_reports_the_store(rig, monkeypatch):
+    assert rig.client.get("/health").json() == {"status": "ok", "store": "ok", "frozen": False,
+                                                "version": rig.client.get("/health").json()["version"]}
+
+    def broken(tenant):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(rig.mc.store, "counters", broken)
+    r = rig.client.get("/health")
+    assert r.status_code == 503 and r.json()["status"] == "unavailable" and "disk" not in r.text
+
+
+# -- the official openai client against a real uvicorn server ------------------------------------
+
+
+@pytest.fixture
+def live(make):
+    rig = make(AUTH)
+    with BackgroundServer(rig.app) as server, httpx.Client(trust_env=False, timeout=30) as http:
+        def client(key: str = KEY_A) -> openai.OpenAI:
+            return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, http_client=http, max_retries=0)
+
+        yield rig, client, server
+
+
+def test_openai_client_non_streaming(live):
+    rig, client, _ = live
+    routes = []
+    for values in SI_VALUES[:4]:
+        completion = client().chat.completions.create(
+            model="gpt-4o-mini", messages=[{"role": "system", "content": "You are a calculator."},
+                                           {"role": "user", "content": SIMPLE_INTEREST.ask(*values)}])
+        assert completion.object == "chat.completion" and completion.model == "gpt-4o-mini"
+        assert completion.choices[0].finish_reason == "stop"
+        assert completion.choices[0].message.role == "assistant"
+        assert float(completion.choices[0].message.content) == pytest.approx(SIMPLE_INTEREST.answer(*values))
+        assert completion.usage.total_tokens >= 0
+        routes.append(completion.model_extra["minicache"]["route"])
+    assert routes == ["miss", "miss", "miss", "hit"]
+    assert [m.id for m in client().models.list()] == ["minicache"]
+
+
+def test_openai_client_streaming(live):
+    rig, client, _ = live
+    for values in CR_VALUES[:3]:
+        client().chat.completions.create(model="m", messages=[{"role": "user", "content": CURRENT_RATIO.ask(*values)}])
+    for values, route in ((CR_VALUES[3], "hit"), (CR_VALUES[4], "hit")):
+        stream = client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": CURRENT_RATIO.ask(*values)}], stream=True,
+            stream_options={"include_usage": True})
+        chunks = list(stream)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert float(text) == pytest.approx(CURRENT_RATIO.answer(*values))
+        finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+        assert len(finals) == 1 and finals[0].choices[0].finish_reason == "stop"
+        assert finals[0].model_extra["minicache"]["route"] == route
+        assert chunks[0].choices[0].delta.role == "assistant"
+        assert chunks[-1].usage is not None and chunks[-1].choices == []
+    miss = client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": SIMPLE_INTEREST.ask(*SI_VALUES[0])}], stream=True)
+    chunks = list(miss)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "1800"
+    assert chunks[-1].choices[0].finish_reason == "stop" and chunks[-1].model_extra["minicache"]["route"] == "miss"
+
+
+def test_openai_client_cache_controls_via_extra_body_metadata_and_headers(live):
+    rig, client, _ = live
+
+    def ask(values, **kwargs):
+        completion = client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": CURRENT_RATIO.ask(*values)}], **kwargs)
+        assert float(completion.choices[0].message.content) == pytest.approx(CURRENT_RATIO.answer(*values))
+        return completion.model_extra["minicache"]
+
+    assert ask(CR_VALUES[0], extra_body={"minicache": {"group": "eb"}})["group"] == "label:eb"
+    assert ask(CR_VALUES[1], extra_headers={"X-MiniCache-Group": "eb"})["group"] == "label:eb"
+    assert ask(CR_VALUES[2], metadata={"minicache_group": "eb"})["group"] == "label:eb"
+    assert ask(CR_VALUES[3], extra_body={"minicache": {"group": "eb"}})["route"] == "hit"
+    assert ask(CR_VALUES[4], extra_body={"minicache": {"group": "eb", "no_cache": True}})["route"] == "miss"
+    assert ask(CR_VALUES[4], extra_body={"minicache": {"group": "eb"}},
+               extra_headers={"X-MiniCache-No-Cache": "1"})["route"] == "miss"
+    before = rig.store.counters("a")
+    assert ask(CR_VALUES[5], extra_body={"minicache": {"group": "eb", "no_store": True}})["route"] == "hit"
+    assert rig.store.counters("a") == before
+
+
+def test_openai_client_sees_errors_as_openai_exceptions(live):
+    rig, client, _ = live
+    with pytest.raises(openai.AuthenticationError) as info:
+        client("sk-wrong-key-0000").chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert info.value.status_code == 401 and info.value.code == "invalid_api_key"
+    with pytest.raises(openai.BadRequestError) as info:
+        client().chat.completions.create(model="m", messages=[{"role": "system", "content": "no question"}])
+    assert info.value.code == "missing_user_message"
+
+
+def test_server_config_from_toml_and_env(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text('admin_keys = ["sk-admin-xxxxxxxx"]\npublic_metrics = true\n\n[api_keys]\n'
+                    '"sk-a-xxxxxxxxxxxx" = "a"\n\n[limits]\nmax_body_bytes = 2048\nrate_per_s = 5\nburst = 7\n',
+                    encoding="utf-8")
+    config = load_server_config(path, env={})
+    assert config.api_keys == {"sk-a-xxxxxxxxxxxx": "a"} and config.admin_keys == {"sk-admin-xxxxxxxx"}
+    assert (config.max_body_bytes, config.rate_per_s, config.burst, config.max_inflight) == (2048, 5.0, 7, 64)
+    assert config.public_metrics is True and config.auth_enabled
+    env = {"MINICACHE_SERVER_MAX_INFLIGHT": "8", "MINICACHE_SERVER_API_KEYS": "sk-b-yyyyyyyyyyyy=b"}
+    config = load_server_config(path, env=env)
+    assert config.max_inflight == 8 and config.api_keys == {"sk-b-yyyyyyyyyyyy": "b"}
+    assert load_server_config(None, env={}) == ServerConfig()
+    path.write_text("[limits]\nmax_bodybytes = 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError):
+        load_server_config(path, env={})
+    with pytest.raises(ConfigError):
+        ServerConfig(api_keys={"short": "a"})
+
+
+def test_live_server_refuses_a_large_body_with_413(live):
+    rig, client, server = live
+    body = {"model": "m", "messages": [{"role": "system", "content": "x" * (1 << 20)},
+                                       {"role": "user", "content": CURRENT_RATIO.ask(*CR_VALUES[0])}]}
+    with httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http:
+        assert_error(http.post("/v1/chat/completions", json=body, headers=bearer(KEY_A)), 413, "request_too_large")
+        assert http.get("/health").status_code == 200
+    with pytest.raises(openai.APIStatusError) as info:
+        client().chat.completions.create(**body)
+    assert info.value.status_code == 413
+    assert rig.mc.stats("a")["requests"] == 0
+
+
+def test_serve_builds_the_engine_runs_uvicorn_and_closes_the_engine(make, monkeypatch, tmp_path):
+    import uvicorn
+
+    from minicache.server import serve
+
+    rig = make()
+    seen: dict = {}
+    closed: list[bool] = []
+
+    def fake_local(store, **kwargs):
+        seen["store"] = store
+        return rig.mc
+
+    def fake_run(self, sockets=None):
+        seen["uvicorn"] = self.config
+
+    monkeypatch.setattr(MiniCache, "local", fake_local)
+    monkeypatch.setattr(uvicorn.Server, "run", fake_run)
+    monkeypatch.setattr(rig.mc, "close", lambda: closed.append(True))
+    path = tmp_path / "server.toml"
+    path.write_text('[api_keys]\n"sk-a-xxxxxxxxxxxx" = "a"\n', encoding="utf-8")
+    serve("127.0.0.1", 8123, str(tmp_path / "served.db"), str(path))
+    assert seen["store"] == str(tmp_path / "served.db")
+    config = seen["uvicorn"]
+    assert (config.host, config.port) == ("127.0.0.1", 8123)
+    assert config.app.state.config.api_keys == {"sk-a-xxxxxxxxxxxx": "a"} and config.app.state.engine is rig.mc
+    assert closed == [True]
