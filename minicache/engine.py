@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 import threading
 import time
@@ -111,6 +112,20 @@ def check_answer(value: Any) -> Any:
 def _request_text(question: str, context: str | None) -> str:
     """What extraction reads: the question, then the context (a table, a document) if any."""
     return question if not context else f"{question}\n\nContext:\n{context}"
+
+
+def shared_prefix(texts: list[str], minimum: int = 40) -> str:
+    """The text all of a group's requests begin with (boilerplate), cut back to a word boundary.
+
+    Extraction reads only what follows it: a shorter prompt for the small model and fewer candidate
+    numbers, since values that vary between requests cannot be in a prefix they all share.
+    """
+    if len(texts) < 2:
+        return ""
+    prefix = os.path.commonprefix(texts)
+    cut = max(prefix.rfind(" "), prefix.rfind("\n"))
+    prefix = prefix[:cut + 1] if cut >= 0 else ""
+    return prefix if len(prefix) >= minimum else ""
 
 
 def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | None:
@@ -233,7 +248,11 @@ class MiniCache:
     # -- hit --------------------------------------------------------------------------------------
     def _hit(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
              tenant: str, record: bool = True) -> SolveResult:
-        extraction = self.extractor.extract(entry, _request_text(question, context))
+        text = _request_text(question, context)
+        prefix = entry.validation.get("shared_prefix") or ""
+        if prefix and text.startswith(prefix):
+            text = text[len(prefix):]
+        extraction = self.extractor.extract(entry, text)
         timings["extract_s"] = extraction.seconds
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds
@@ -357,7 +376,8 @@ class MiniCache:
         # Candidate choice works only if the values are written in the request: check on the example
         # this program was written for (its defaults are that request's values).
         own = next((ex for ex in held if ex.program == source), held[0])
-        written = candidate_values(_request_text(own.question, own.context))
+        prefix = shared_prefix([_request_text(ex.question, ex.context) for ex in held])
+        written = candidate_values(_request_text(own.question, own.context)[len(prefix):])
         numeric = [v for v in signature.defaults.values() if not isinstance(v, str)]
         mode = "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
         needed = min(self.config.validate_min, len(held))
@@ -366,7 +386,7 @@ class MiniCache:
         for n, ex in enumerate(held):
             if sum(c["match"] for c in checks) + (len(held) - n) < needed:
                 break  # cannot reach the required matches any more
-            text = _request_text(ex.question, ex.context)
+            text = _request_text(ex.question, ex.context)[len(prefix):]
             check: dict[str, Any] = {"example": ex.id, "expected": ex.answer}
             try:
                 extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
@@ -380,7 +400,7 @@ class MiniCache:
             checks.append(check)
         passed = sum(c["match"] for c in checks)
         return {"ok": passed >= needed, "template": signature.template, "extraction": mode, "checks": checks,
-                "validated": validated, "passed": passed, "of": len(held)}
+                "validated": validated, "passed": passed, "of": len(held), "shared_prefix": prefix}
 
     def _build(self, tenant: str, group_id: str) -> Entry | None:
         """Build under the group's lease in the store, so two replicas never build one group at once."""
@@ -424,6 +444,7 @@ class MiniCache:
                     rules = {k: r for k, r in rules.items() if r["kind"] != "position"}
                 entry = Entry(id=new_id("ent"), tenant=tenant, group_id=group_id, template=template, program=source,
                               validation={"extraction": record["extraction"], "passed": record["passed"],
+                                          "shared_prefix": record["shared_prefix"],
                                           "of": record["of"], "source": source_kind, "attempts": attempts,
                                           "held": [ex.id for ex in held], "at": time.time()},
                               rules=rules)

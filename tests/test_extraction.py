@@ -242,3 +242,14 @@ def test_rules_are_ignored_when_disabled():
 def test_small_model_failures_become_extraction_errors(mode, message):
     with pytest.raises(ExtractionError, match=message):
         Extractor(FakeSmall(mode)).extract(cr_entry(), CURRENT_RATIO.ask(9000, 4000))
+
+
+def test_shared_prefix_is_the_common_boilerplate_cut_at_a_word_boundary():
+    from minicache.engine import shared_prefix
+
+    texts = ["Use formula ROA to answer. Question: What is ROA if net income is 5?",
+             "Use formula ROA to answer. Question: What's the ROA for income 7?",
+             "Use formula ROA to answer. Question: Compute ROA, income 9."]
+    assert shared_prefix(texts, minimum=10) == "Use formula ROA to answer. Question: "
+    assert shared_prefix(texts[:1], minimum=10) == ""  # one request has no boilerplate to learn
+    assert shared_prefix(["short a", "short b"]) == ""  # below the minimum length
