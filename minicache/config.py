@@ -62,12 +62,12 @@ def config_path() -> Path:
     return Path(base) / "minicache" / "config.toml"
 
 
-def _role_from(data: dict[str, Any], role: str, where: str) -> RoleSettings:
+def _role_from(data: dict[str, Any], role: str, where: str, env: dict[str, str]) -> RoleSettings:
     known = {"backend", "base_url", "model", "profile", "api_key_env", "timeout_s"}
     unknown = set(data) - known
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) in [{role}]: {', '.join(sorted(unknown))}")
-    key = os.environ.get(data["api_key_env"]) if data.get("api_key_env") else None
+    key = env.get(data["api_key_env"]) if data.get("api_key_env") else None
     return RoleSettings(backend=data.get("backend", "embedded"), base_url=data.get("base_url"),
                         model=data.get("model"), profile=data.get("profile", "openai"), api_key=key,
                         timeout_s=float(data.get("timeout_s", 120.0)))
@@ -87,8 +87,8 @@ def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -
         if unknown:
             raise ConfigError(f"{path}: unknown section(s) or key(s): {', '.join(sorted(unknown))}")
         settings = Settings(
-            target=_role_from(data.get("target", {}), "target", str(path)),
-            small=_role_from(data.get("small", {}), "small", str(path)),
+            target=_role_from(data.get("target", {}), "target", str(path), env),
+            small=_role_from(data.get("small", {}), "small", str(path), env),
             speculative=data.get("speculative", "none"), n_ctx=int(data.get("n_ctx", 4096)),
             source=str(path))
     for role in ROLES:
