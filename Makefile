@@ -15,11 +15,14 @@ setup:  ## venv + pinned deps (builds llama-cpp-python once) + embedded models
 run: setup  ## the main job on the embedded default models
 	$(BIN)/minicache run
 
-test: setup  ## all tests: unit tests (fake models) and the real-model suite
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# In CI a missing PostgreSQL server is an error, not a skip.
+PG_REQUIRED = MINICACHE_TEST_PG_REQUIRED=$${CI:+1}
+
+test: setup  ## all tests: unit tests (fake models), PostgreSQL store, server, and the real-model suite
+	$(PG_REQUIRED) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## only the tests that need no real model
-	$(BIN)/python -m pytest -m "not real_model" $(PYTEST_ARGS)
+	$(PG_REQUIRED) $(BIN)/python -m pytest -m "not real_model" $(PYTEST_ARGS)
 
 test-real: setup  ## only the real-model suite
 	$(BIN)/python -m pytest -m real_model $(PYTEST_ARGS)

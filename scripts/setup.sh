@@ -21,6 +21,10 @@ missing=()
 command -v c++ >/dev/null 2>&1 || missing+=(g++)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 "$PYTHON" -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# The tests start a throwaway PostgreSQL server (scripts/pg-test-server.sh) from Debian's binaries.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    missing+=(postgresql)
+fi
 if ((${#missing[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "installing ${missing[*]} with apt-get"

@@ -102,8 +102,10 @@ def test_open_store_accepts_a_path_or_a_store_and_refuses_postgres(tmp_path):
     assert isinstance(s, SQLiteStore) and s.schema_version() >= 1
     assert open_store(s) is s
     s.close()
-    with pytest.raises(StoreError):
-        open_store("postgresql://localhost/minicache")
+    with pytest.raises(StoreError, match="cannot connect|connect"):
+        open_store("postgresql://127.0.0.1:1/x")
+    with pytest.raises(StoreError, match="key=value"):
+        open_store("host=db dbname=minicache")
 
 
 # -- entries ------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ class GenerationOptions:
     temperature: float = 0.0
     stop: tuple[str, ...] = ()
     json_schema: dict[str, Any] | None = None
+    grammar: str | None = None  # a GBNF grammar; only backends with supports_grammar = True accept it
     draft: DraftKind | None = None
     draft_text: str | None = None
     seed: int | None = None
@@ -65,7 +66,10 @@ class Completion:
 
 @runtime_checkable
 class ModelBackend(Protocol):
-    """What MiniCache needs from a model: chat messages in, a costed :class:`Completion` out."""
+    """What MiniCache needs from a model: chat messages in, a costed :class:`Completion` out.
+
+    A backend may also set ``supports_grammar = True`` to accept ``GenerationOptions.grammar``.
+    """
 
     name: str
 

@@ -84,6 +84,8 @@ def _make_llama_class(llama_cpp):
 class LlamaCppBackend:
     """A GGUF model run in this process. Use :meth:`embedded` for the pinned default models."""
 
+    supports_grammar = True
+
     def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
                  n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
                  default_draft: DraftKind = "none", drafter_model: LlamaCppBackend | None = None,
@@ -119,6 +121,18 @@ class LlamaCppBackend:
         return cls(path, name=f"embedded-{which}", **kwargs)
 
     # ------------------------------------------------------------------------------------
+    def _grammar(self, gbnf: str):
+        """Compiled GBNF grammars, kept: a group's extraction grammar is the same on every hit."""
+        cache = self.__dict__.setdefault("_grammars", {})
+        if gbnf not in cache:
+            if len(cache) > 256:
+                cache.clear()
+            try:
+                cache[gbnf] = self._llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+            except (ValueError, RuntimeError) as exc:
+                raise BackendError(f"invalid grammar: {exc}") from exc
+        return cache[gbnf]
+
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
@@ -138,7 +152,7 @@ class LlamaCppBackend:
         kind: DraftKind = opts.draft or self.default_draft
         if kind == "lookup" and not opts.draft_text:
             kind = "none"
-        if opts.json_schema is not None:
+        if opts.json_schema is not None or opts.grammar is not None:
             kind = "none"  # grammar-constrained sampling and drafting do not mix in llama-cpp-python
         kwargs: dict[str, Any] = dict(
             messages=[m.as_dict() for m in messages], max_tokens=opts.max_tokens,
@@ -150,6 +164,8 @@ class LlamaCppBackend:
             kwargs["seed"] = opts.seed
         if opts.json_schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": fix_schema_patterns(opts.json_schema)}
+        elif opts.grammar is not None:
+            kwargs["grammar"] = self._grammar(opts.grammar)
         small_lock = self.drafter_model._lock if (kind == "small" and self.drafter_model) else None
         with self._lock:
             drafter = self._drafter(kind, opts.draft_text)

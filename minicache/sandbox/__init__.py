@@ -79,6 +79,12 @@ class _Worker:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait(timeout=5)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe:
+                    pipe.close()
+            except OSError:
+                pass
 
 
 class SandboxPool:

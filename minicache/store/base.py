@@ -112,6 +112,16 @@ class Entry:
                    failures=int(data.get("failures", 0)))
 
 
+def stack_embeddings(rows: list[tuple[str, bytes]]) -> tuple[list[str], np.ndarray]:
+    """The routing index from (group id, float32 bytes) rows. Rows of another width than the most
+    recent one (an embedder change) are left out rather than breaking every request."""
+    if not rows:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    width = len(rows[-1][1])
+    kept = [(g, b) for g, b in rows if len(b) == width]
+    return [g for g, _ in kept], np.stack([np.frombuffer(b, dtype=np.float32) for _, b in kept])
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=float)
 
@@ -150,4 +160,5 @@ class Store(Protocol):
     def bump(self, tenant: str, counter: str, n: int = 1) -> None: ...
     def counters(self, tenant: str) -> dict[str, int]: ...
 
+    def schema_version(self) -> int: ...
     def close(self) -> None: ...

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import MiniCacheError
-from .base import Entry, Example, Group, Variable, dumps
+from .base import Entry, Example, Group, Variable, dumps, stack_embeddings
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -170,7 +170,7 @@ class SQLiteStore:
                        example.program, dumps(example.answer), dumps(example.variables), blob, example.created_at))
 
     def examples(self, tenant: str, group_id: str) -> list[Example]:
-        rows = self._conn().execute("SELECT * FROM examples WHERE tenant=? AND group_id=? ORDER BY created_at",
+        rows = self._conn().execute("SELECT * FROM examples WHERE tenant=? AND group_id=? ORDER BY created_at, rowid",
                                     (tenant, group_id)).fetchall()
         return [Example(id=r["id"], tenant=r["tenant"], group_id=r["group_id"], question=r["question"],
                         context=r["context"], program=r["program"], answer=json.loads(r["answer"]),
@@ -185,11 +185,9 @@ class SQLiteStore:
         return n
 
     def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]:
-        rows = self._conn().execute("SELECT group_id, embedding FROM examples WHERE tenant=? AND embedding IS NOT NULL",
-                                    (tenant,)).fetchall()
-        if not rows:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        return [r["group_id"] for r in rows], np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in rows])
+        rows = self._conn().execute("SELECT group_id, embedding FROM examples WHERE tenant=? AND embedding IS NOT NULL "
+                                    "ORDER BY created_at, rowid", (tenant,)).fetchall()
+        return stack_embeddings([(r["group_id"], r["embedding"]) for r in rows])
 
     # -- entries --------------------------------------------------------------------------
     @staticmethod
@@ -260,12 +258,16 @@ class SQLiteStore:
                               (tenant, row[0]))
 
     def delete_entry(self, tenant: str, entry_id: str) -> bool:
-        entry = self.get_entry(tenant, entry_id)
-        if entry is None:
-            return False
-        self.set_entry_status(tenant, entry_id, "deleted")
+        """Delete an entry and re-open its group if it has no active entry left, in one transaction."""
         with self._tx() as c:
+            row = c.execute("SELECT group_id FROM entries WHERE tenant=? AND id=?", (tenant, entry_id)).fetchone()
+            if row is None:
+                return False
             c.execute("DELETE FROM entries WHERE tenant=? AND id=?", (tenant, entry_id))
+            active = c.execute("SELECT COUNT(*) FROM entries WHERE tenant=? AND group_id=? AND status='active'",
+                               (tenant, row[0])).fetchone()[0]
+            if not active:
+                c.execute("UPDATE groups SET status='open' WHERE tenant=? AND id=? AND status='cached'", (tenant, row[0]))
         return True
 
     # -- build leases ---------------------------------------------------------------------

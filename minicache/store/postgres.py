@@ -1,0 +1,395 @@
+"""PostgreSQL store: several replicas share one database; the same semantics as the SQLite store.
+
+* Connections come from a :class:`psycopg_pool.ConnectionPool` (thread-safe; autocommit, so a
+  read never leaves a transaction open). Every write that touches more than one row runs in one
+  transaction, so nothing is ever visible half-written.
+* Migrations are versioned in ``schema_version`` and applied under ``pg_advisory_xact_lock``, so
+  replicas that start together against an empty database migrate it exactly once.
+* Writers that must not interleave are serialized on the group's row (``SELECT ... FOR UPDATE``):
+  two replicas storing an entry for one group at once get versions n and n+1, and exactly one of
+  them ends up active, as with SQLite's ``BEGIN IMMEDIATE``.
+* Build leases use the database server's clock, so replicas on hosts whose clocks disagree still
+  agree on when a lease lapses.
+
+Timestamps are ``DOUBLE PRECISION`` (not ``REAL``, which is float4 in PostgreSQL), JSON fields are
+TEXT holding exactly what SQLite holds (``json.loads`` gives back the same values), and embeddings
+are ``BYTEA`` of raw float32.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+try:
+    import psycopg
+    from psycopg import conninfo as _conninfo
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError("the PostgreSQL store needs psycopg 3 and psycopg-pool: "
+                      "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3") from exc
+
+from .base import Entry, Example, Group, Variable, dumps, stack_embeddings
+from .sqlite import StoreError
+
+# Any constant: the key of the advisory lock that serializes migrations (per database).
+_MIGRATION_LOCK = 0x6D696E6963616368  # "minicach"
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema (``seq`` keeps insertion order among rows created in the same instant)
+    """
+    CREATE TABLE groups (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, label TEXT, status TEXT NOT NULL DEFAULT 'open',
+        build_failures INTEGER NOT NULL DEFAULT 0, uncacheable_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+        created_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (tenant, id));
+    CREATE TABLE examples (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, question TEXT NOT NULL,
+        context TEXT, program TEXT NOT NULL, answer TEXT NOT NULL, variables TEXT NOT NULL,
+        embedding BYTEA, created_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (tenant, id));
+    CREATE INDEX examples_group ON examples (tenant, group_id);
+    CREATE TABLE entries (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, version INTEGER NOT NULL,
+        status TEXT NOT NULL, template TEXT NOT NULL, program TEXT NOT NULL, program_hash TEXT NOT NULL,
+        validation TEXT NOT NULL, rules TEXT NOT NULL DEFAULT '{}', hits INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (tenant, id), UNIQUE (tenant, group_id, version));
+    CREATE INDEX entries_group ON entries (tenant, group_id, status);
+    CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value BIGINT NOT NULL,
+        PRIMARY KEY (tenant, name));
+    """,
+    # 2: build leases, so that replicas sharing a store never build one group at once
+    """
+    CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, group_id));
+    """,
+]
+
+_NOW = "EXTRACT(EPOCH FROM statement_timestamp())::float8"  # the server's clock, in epoch seconds
+_KV_PASSWORD = re.compile(r"""\bpassword\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']\S*)\s*""", re.I)
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` without its password (URL or ``key=value`` form), fit for messages and logs."""
+    if re.match(r"^postgres(?:ql)?://", dsn, re.I):
+        try:
+            parts = urlsplit(dsn)
+            netloc = parts.netloc
+            if "@" in netloc:
+                userinfo, hosts = netloc.rsplit("@", 1)
+                netloc = f"{userinfo.split(':', 1)[0]}@{hosts}"
+            query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                               if k.lower() != "password"])
+            return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        except ValueError:
+            return "postgresql://<unparseable DSN>"
+    return _KV_PASSWORD.sub("", dsn).strip()
+
+
+class PostgresStore:
+    """The :class:`~minicache.store.base.Store` protocol on PostgreSQL (psycopg 3 + a connection pool)."""
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0,
+                 connect_timeout: int = 10) -> None:
+        self.dsn = dsn
+        self.safe_dsn = redact_dsn(dsn)
+        self.timeout = timeout
+        try:
+            params = _conninfo.conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise StoreError(f"invalid PostgreSQL DSN {self.safe_dsn}: {exc}") from None
+        self._connect_kwargs: dict[str, Any] = {}
+        if "connect_timeout" not in params:
+            self._connect_kwargs["connect_timeout"] = connect_timeout
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._migrate()
+        self._pool = ConnectionPool(
+            dsn, min_size=min_size, max_size=max_size, open=False, timeout=timeout,
+            name=f"minicache-store-{id(self):x}",
+            kwargs={"autocommit": True, "row_factory": dict_row, **self._connect_kwargs})
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise StoreError(f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}") from exc
+
+    # -- connections ----------------------------------------------------------------------
+    def _error(self, exc: psycopg.Error) -> StoreError:
+        if self._closed:
+            return StoreError(f"the PostgreSQL store {self.safe_dsn} is closed")
+        if isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
+            return StoreError(f"PostgreSQL cannot store text with NUL characters: {exc}")
+        return StoreError(f"PostgreSQL store {self.safe_dsn}: {exc}".rstrip())
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection in autocommit mode (each statement commits on its own)."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.DataError, psycopg.InterfaceError) as exc:
+            # Unreachable server, pool timeout or closed, lost connection, text PostgreSQL refuses.
+            # Integrity errors (a duplicate id) pass through as they do from SQLite.
+            raise self._error(exc) from exc
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self._conn() as conn:
+            with conn.transaction():
+                yield conn
+
+    def _migrate(self) -> None:
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True, **self._connect_kwargs)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
+        try:
+            with conn.transaction():
+                # Replicas starting together queue here; the first migrates, the others find it done.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
+                current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
+                if current > len(MIGRATIONS):
+                    raise StoreError(f"{self.safe_dsn} has schema version {current}; this MiniCache knows "
+                                     f"up to {len(MIGRATIONS)}. Upgrade MiniCache.")
+                for version in range(current + 1, len(MIGRATIONS) + 1):
+                    conn.execute(MIGRATIONS[version - 1])
+                    conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot migrate the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
+        finally:
+            conn.close()
+
+    def schema_version(self) -> int:
+        with self._conn() as c:
+            return c.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()["v"]
+
+    # -- groups -----------------------------------------------------------------------------
+    _GROUP_SELECT = ("SELECT g.*, (SELECT COUNT(*) FROM examples e WHERE e.tenant=g.tenant AND e.group_id=g.id) "
+                     "AS n FROM groups g")
+
+    @staticmethod
+    def _group(row: dict[str, Any]) -> Group:
+        return Group(id=row["id"], tenant=row["tenant"], label=row["label"], status=row["status"],
+                     build_failures=row["build_failures"], uncacheable_until=row["uncacheable_until"],
+                     created_at=row["created_at"], n_examples=row["n"])
+
+    def _get_group(self, c: psycopg.Connection, tenant: str, group_id: str) -> Group | None:
+        row = c.execute(self._GROUP_SELECT + " WHERE g.tenant=%s AND g.id=%s", (tenant, group_id)).fetchone()
+        return self._group(row) if row else None
+
+    def get_group(self, tenant: str, group_id: str) -> Group | None:
+        with self._conn() as c:
+            return self._get_group(c, tenant, group_id)
+
+    def ensure_group(self, tenant: str, group_id: str, label: str | None = None) -> Group:
+        with self._conn() as c:
+            c.execute("INSERT INTO groups (tenant, id, label, created_at) VALUES (%s,%s,%s,%s) "
+                      "ON CONFLICT (tenant, id) DO NOTHING", (tenant, group_id, label, time.time()))
+            group = self._get_group(c, tenant, group_id)
+        if group is None:  # deleted by another replica in between: as good as never created
+            raise StoreError(f"group {group_id} of tenant {tenant} was deleted while it was being created")
+        return group
+
+    def list_groups(self, tenant: str) -> list[Group]:
+        with self._conn() as c:
+            rows = c.execute(self._GROUP_SELECT + " WHERE g.tenant=%s ORDER BY g.created_at, g.seq",
+                             (tenant,)).fetchall()
+        return [self._group(r) for r in rows]
+
+    def update_group(self, group: Group) -> None:
+        with self._conn() as c:
+            c.execute("UPDATE groups SET label=%s, status=%s, build_failures=%s, uncacheable_until=%s "
+                      "WHERE tenant=%s AND id=%s", (group.label, group.status, group.build_failures,
+                                                    float(group.uncacheable_until), group.tenant, group.id))
+
+    @staticmethod
+    def _lock_group(c: psycopg.Connection, tenant: str, group_id: str) -> None:
+        """Serialize the writers of one group's entries (put_entry, status changes) until commit."""
+        c.execute("SELECT 1 FROM groups WHERE tenant=%s AND id=%s FOR UPDATE", (tenant, group_id))
+
+    def delete_group(self, tenant: str, group_id: str) -> int:
+        with self._tx() as c:
+            self._lock_group(c, tenant, group_id)
+            n = c.execute("DELETE FROM entries WHERE tenant=%s AND group_id=%s", (tenant, group_id)).rowcount
+            c.execute("DELETE FROM examples WHERE tenant=%s AND group_id=%s", (tenant, group_id))
+            c.execute("DELETE FROM groups WHERE tenant=%s AND id=%s", (tenant, group_id))
+        return n
+
+    # -- examples -------------------------------------------------------------------------
+    def add_example(self, example: Example) -> None:
+        blob = None if example.embedding is None else np.asarray(example.embedding, dtype=np.float32).tobytes()
+        with self._conn() as c:
+            c.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
+                      "embedding, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                      (example.tenant, example.id, example.group_id, example.question, example.context,
+                       example.program, dumps(example.answer), dumps(example.variables), blob,
+                       float(example.created_at)))
+
+    def examples(self, tenant: str, group_id: str) -> list[Example]:
+        with self._conn() as c:
+            rows = c.execute("SELECT * FROM examples WHERE tenant=%s AND group_id=%s ORDER BY created_at, seq",
+                             (tenant, group_id)).fetchall()
+        return [Example(id=r["id"], tenant=r["tenant"], group_id=r["group_id"], question=r["question"],
+                        context=r["context"], program=r["program"], answer=json.loads(r["answer"]),
+                        variables=json.loads(r["variables"]),
+                        embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32),
+                        created_at=r["created_at"]) for r in rows]
+
+    def clear_examples(self, tenant: str, group_id: str) -> int:
+        with self._tx() as c:
+            n = c.execute("DELETE FROM examples WHERE tenant=%s AND group_id=%s", (tenant, group_id)).rowcount
+            c.execute("UPDATE groups SET build_failures=0, status='open' WHERE tenant=%s AND id=%s",
+                      (tenant, group_id))
+        return n
+
+    def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]:
+        with self._conn() as c:
+            rows = c.execute("SELECT group_id, embedding FROM examples WHERE tenant=%s AND embedding IS NOT NULL "
+                             "ORDER BY created_at, seq", (tenant,)).fetchall()
+        return stack_embeddings([(r["group_id"], bytes(r["embedding"])) for r in rows])
+
+    # -- entries --------------------------------------------------------------------------
+    @staticmethod
+    def _entry(row: dict[str, Any]) -> Entry:
+        return Entry(id=row["id"], tenant=row["tenant"], group_id=row["group_id"],
+                     template=[Variable(**v) for v in json.loads(row["template"])], program=row["program"],
+                     version=row["version"], status=row["status"], validation=json.loads(row["validation"]),
+                     rules=json.loads(row["rules"]), hits=row["hits"], failures=row["failures"],
+                     created_at=row["created_at"], updated_at=row["updated_at"])
+
+    def put_entry(self, entry: Entry) -> Entry:
+        """Insert ``entry`` as the group's newest version; an active one supersedes the previous.
+
+        One transaction: other replicas see the old active entry or the new one, never both or neither."""
+        now = time.time()
+        with self._tx() as c:
+            c.execute("INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) ON CONFLICT (tenant, id) "
+                      "DO NOTHING", (entry.tenant, entry.group_id, now))
+            self._lock_group(c, entry.tenant, entry.group_id)
+            version = c.execute("SELECT COALESCE(MAX(version), 0) + 1 AS v FROM entries WHERE tenant=%s "
+                                "AND group_id=%s", (entry.tenant, entry.group_id)).fetchone()["v"]
+            if entry.status == "active":
+                c.execute("UPDATE entries SET status='superseded', updated_at=%s WHERE tenant=%s AND group_id=%s "
+                          "AND status='active'", (now, entry.tenant, entry.group_id))
+                c.execute("UPDATE groups SET status='cached' WHERE tenant=%s AND id=%s", (entry.tenant, entry.group_id))
+            c.execute("INSERT INTO entries (tenant, id, group_id, version, status, template, program, program_hash, "
+                      "validation, rules, hits, failures, created_at, updated_at) "
+                      "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                      (entry.tenant, entry.id, entry.group_id, version, entry.status,
+                       dumps([v.as_dict() for v in entry.template]), entry.program, entry.program_hash,
+                       dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
+                       float(entry.created_at), now))
+        entry.version, entry.updated_at = version, now
+        return entry
+
+    def active_entry(self, tenant: str, group_id: str) -> Entry | None:
+        with self._conn() as c:
+            row = c.execute("SELECT * FROM entries WHERE tenant=%s AND group_id=%s AND status='active' "
+                            "ORDER BY version DESC LIMIT 1", (tenant, group_id)).fetchone()
+        return self._entry(row) if row else None
+
+    def get_entry(self, tenant: str, entry_id: str) -> Entry | None:
+        with self._conn() as c:
+            row = c.execute("SELECT * FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
+        return self._entry(row) if row else None
+
+    def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]:
+        sql, args = "SELECT * FROM entries WHERE tenant=%s", [tenant]
+        if status:
+            sql, args = sql + " AND status=%s", args + [status]
+        with self._conn() as c:
+            rows = c.execute(sql + " ORDER BY created_at, seq", args).fetchall()
+        return [self._entry(r) for r in rows]
+
+    def record_hit(self, tenant: str, entry_id: str) -> None:
+        with self._conn() as c:
+            c.execute("UPDATE entries SET hits=hits+1 WHERE tenant=%s AND id=%s", (tenant, entry_id))
+
+    def record_failure(self, tenant: str, entry_id: str) -> int:
+        with self._conn() as c:
+            row = c.execute("UPDATE entries SET failures=failures+1, updated_at=%s WHERE tenant=%s AND id=%s "
+                            "RETURNING failures", (time.time(), tenant, entry_id)).fetchone()
+        return row["failures"] if row else 0
+
+    def _reopen_if_no_active(self, c: psycopg.Connection, tenant: str, group_id: str) -> None:
+        active = c.execute("SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s "
+                           "AND status='active') AS a", (tenant, group_id)).fetchone()["a"]
+        if not active:
+            c.execute("UPDATE groups SET status='open' WHERE tenant=%s AND id=%s AND status='cached'",
+                      (tenant, group_id))
+
+    def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None:
+        with self._tx() as c:
+            row = c.execute("SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
+            if row is None:
+                return
+            self._lock_group(c, tenant, row["group_id"])  # group first, then entries: put_entry's order
+            c.execute("UPDATE entries SET status=%s, updated_at=%s WHERE tenant=%s AND id=%s",
+                      (status, time.time(), tenant, entry_id))
+            if status != "active":
+                self._reopen_if_no_active(c, tenant, row["group_id"])
+
+    def delete_entry(self, tenant: str, entry_id: str) -> bool:
+        """Delete one entry (any status); the group re-opens if that leaves it no active entry."""
+        with self._tx() as c:
+            row = c.execute("SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
+            if row is None:
+                return False
+            self._lock_group(c, tenant, row["group_id"])
+            if not c.execute("DELETE FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).rowcount:
+                return False  # deleted by another replica meanwhile
+            self._reopen_if_no_active(c, tenant, row["group_id"])
+        return True
+
+    # -- build leases ---------------------------------------------------------------------
+    def acquire_build_lease(self, tenant: str, group_id: str, owner: str, ttl_s: float) -> bool:
+        """Take the group's build lease unless another owner holds an unexpired one.
+
+        One statement: the row is inserted, or taken over when expired (or already ours); RETURNING
+        yields a row only then. Expiry is judged by the database server's clock."""
+        with self._conn() as c:
+            row = c.execute(
+                f"INSERT INTO build_leases (tenant, group_id, owner, expires_at) VALUES (%s, %s, %s, {_NOW} + %s) "
+                "ON CONFLICT (tenant, group_id) DO UPDATE SET owner=EXCLUDED.owner, expires_at=EXCLUDED.expires_at "
+                f"WHERE build_leases.expires_at < {_NOW} OR build_leases.owner = EXCLUDED.owner RETURNING owner",
+                (tenant, group_id, owner, float(ttl_s))).fetchone()
+        return row is not None and row["owner"] == owner
+
+    def release_build_lease(self, tenant: str, group_id: str, owner: str) -> None:
+        with self._conn() as c:
+            c.execute("DELETE FROM build_leases WHERE tenant=%s AND group_id=%s AND owner=%s",
+                      (tenant, group_id, owner))
+
+    # -- counters -------------------------------------------------------------------------
+    def bump(self, tenant: str, counter: str, n: int = 1) -> None:
+        with self._conn() as c:
+            c.execute("INSERT INTO counters (tenant, name, value) VALUES (%s,%s,%s) ON CONFLICT (tenant, name) "
+                      "DO UPDATE SET value = counters.value + EXCLUDED.value", (tenant, counter, int(n)))
+
+    def counters(self, tenant: str) -> dict[str, int]:
+        with self._conn() as c:
+            rows = c.execute("SELECT name, value FROM counters WHERE tenant=%s", (tenant,)).fetchall()
+        return {r["name"]: r["value"] for r in rows}
+
+    def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.safe_dsn!r})"
