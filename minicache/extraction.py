@@ -122,6 +122,12 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
                     break
         if var.name in rules:
             continue
+        stems = name_stems(var.name)
+        if stems:
+            rule = {"kind": "keyword", "stems": stems}
+            if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
+                rules[var.name] = rule
+                continue
         positions = set()
         for text, values in validated:
             cands = [c.value for c in find_candidates(text)]
@@ -135,6 +141,17 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
     return rules
 
 
+def name_stems(name: str) -> list[str]:
+    """Five-letter stems of a variable name's words ("operating_income" -> ["opera", "incom"])."""
+    return [w[:5] for w in re.split(r"[_\W\d]+", name.lower()) if len(w) >= 3]
+
+
+def _keyword_score(text: str, cand: Candidate, stems: list[str]) -> int:
+    before = [w[:5] for w in _TOKEN.findall(text[max(0, cand.start - 60):cand.start].lower())[-5:]]
+    after = [w[:5] for w in _TOKEN.findall(text[cand.end:cand.end + 40].lower())[:3]]
+    return 2 * sum(s in before for s in stems) + sum(s in after for s in stems)
+
+
 def valid_rule(rule: Any) -> bool:
     """Shape check for rules that come from outside (imports): anything else is rejected."""
     if not isinstance(rule, dict):
@@ -145,6 +162,9 @@ def valid_rule(rule: Any) -> bool:
     if rule.get("kind") == "position":
         index, count = rule.get("index"), rule.get("count")
         return isinstance(index, int) and isinstance(count, int) and 0 <= index < count
+    if rule.get("kind") == "keyword":
+        stems = rule.get("stems")
+        return isinstance(stems, list) and 0 < len(stems) <= 8 and all(isinstance(w, str) and w for w in stems)
     return False
 
 
@@ -157,6 +177,15 @@ def apply_rule(rule: dict[str, Any], text: str) -> float | int | None:
         if len(cands) != rule["count"]:
             return None
         return cands[rule["index"]].value
+    if rule["kind"] == "keyword":
+        # The number whose nearby words share the most stems with the variable's name; only a unique
+        # best (by value: "2.4 million" is read both ways at one place) counts.
+        scored = [(_keyword_score(text, c, rule["stems"]), c) for c in cands]
+        best = max((score for score, _ in scored), default=0)
+        top = [c for score, c in scored if score == best]
+        if best == 0 or len({c.start for c in top}) != 1:
+            return None
+        return top[0].value
     if rule["kind"] == "anchor":
         words = rule["words"]
         hits = {c.value for c in cands if _anchor_words(text, c)[-len(words):] == words}

@@ -253,3 +253,23 @@ def test_shared_prefix_is_the_common_boilerplate_cut_at_a_word_boundary():
     assert shared_prefix(texts, minimum=10) == "Use formula ROA to answer. Question: "
     assert shared_prefix(texts[:1], minimum=10) == ""  # one request has no boilerplate to learn
     assert shared_prefix(["short a", "short b"]) == ""  # below the minimum length
+
+
+def test_keyword_rule_reads_numbers_by_the_words_of_the_variable_name():
+    from minicache.extraction import apply_rule, learn_rules, name_stems
+    from minicache.store.base import Variable
+
+    template = [Variable("revenue"), Variable("operating_income")]
+    validated = [
+        ("A firm had revenue of $500,000 and operating income of $70,000.", {"revenue": 500000, "operating_income": 70000}),
+        ("Operating income came to $45,000 while total revenue reached $150,000.",
+         {"revenue": 150000, "operating_income": 45000}),
+    ]
+    rules = learn_rules(template, validated)
+    assert rules["revenue"] == {"kind": "keyword", "stems": name_stems("revenue")}
+    assert rules["operating_income"]["kind"] == "keyword"
+    text = "Given operating income of $90,000 and revenue of $750,000, find the margin."
+    assert apply_rule(rules["revenue"], text) == 750000
+    assert apply_rule(rules["operating_income"], text) == 90000
+    # No number near any of the name's words: the rule does not apply (the small model decides).
+    assert apply_rule(rules["revenue"], "Sales were 10 and costs 4.") is None
