@@ -4,6 +4,7 @@ The public API is small; everything else lives in private-by-convention modules.
 """
 
 from .config import Settings, build_backends, load_settings
+from .engine import EngineConfig, InvalidRequest, MiniCache, SolveError, SolveResult
 from .errors import (BackendError, BackendResponseError, BackendTimeout, BackendUnavailable, ConfigError,
                      MiniCacheError, ModelFetchError, ModelFileError, ModelRequestsBlocked)
 from .models import Completion, FakeBackend, GenerationOptions, Message, ModelBackend, OpenAIBackend
@@ -11,7 +12,8 @@ from .models import Completion, FakeBackend, GenerationOptions, Message, ModelBa
 __version__ = "0.1.0"
 
 __all__ = [
-    "__version__", "Settings", "load_settings", "build_backends",
+    "__version__", "MiniCache", "EngineConfig", "SolveResult", "InvalidRequest", "SolveError",
+    "Settings", "load_settings", "build_backends",
     "ModelBackend", "Completion", "GenerationOptions", "Message", "FakeBackend", "OpenAIBackend",
     "LlamaCppBackend",
     "MiniCacheError", "ConfigError", "ModelFileError", "ModelFetchError", "BackendError",
