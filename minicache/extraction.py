@@ -147,9 +147,16 @@ def name_stems(name: str) -> list[str]:
 
 
 def _keyword_score(text: str, cand: Candidate, stems: list[str]) -> int:
-    before = [w[:5] for w in _TOKEN.findall(text[max(0, cand.start - 60):cand.start].lower())[-5:]]
+    """How close the words of the name are to the number: up to 8 words before it count most (the
+    nearer the more), up to 3 words after it less."""
+    before = [w[:5] for w in _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-8:]]
     after = [w[:5] for w in _TOKEN.findall(text[cand.end:cand.end + 40].lower())[:3]]
-    return 2 * sum(s in before for s in stems) + sum(s in after for s in stems)
+    score = 0
+    for distance, word in enumerate(reversed(before), start=1):
+        score += (10 - distance) * (word in stems)
+    for distance, word in enumerate(after, start=1):
+        score += (4 - distance) * (word in stems)
+    return score
 
 
 def valid_rule(rule: Any) -> bool:

@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 
 from minicache.datasets import formula
-from minicache.engine import EngineConfig, MiniCache, check_answer
+from minicache.engine import EngineConfig, MiniCache, SolveError, check_answer
 from minicache.extraction import ExtractionError
 from minicache.sandbox import SandboxError
 from minicache.synthesis import answers_match
@@ -42,11 +42,13 @@ def main() -> None:
         group_of = {}
         for name in names:
             for r in by_group[name][: args.warm]:
-                res = mc.solve(r.question)
-                group_of[name] = res.group
+                try:
+                    group_of[name] = mc.solve(r.question).group
+                except SolveError as exc:
+                    print(f"{name}: miss failed: {exc}")
         rows = []
         for name in names:
-            entry = mc.store.active_entry("default", group_of[name])
+            entry = mc.store.active_entry("default", group_of[name]) if name in group_of else None
             if entry is None:
                 print(f"{name}: no validated entry after {args.warm} requests")
                 continue
