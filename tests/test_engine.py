@@ -608,3 +608,19 @@ def test_imported_entry_with_malformed_rules_does_not_crash_solve(rig):
         return
     result = ask(rig, CURRENT_RATIO, CR_VALUES[3], group="cr", tenant="b")
     assert result.route in ("hit", "fallback")
+
+
+def test_an_evicted_entry_is_rebuilt_from_the_groups_examples_and_serves_again(make):
+    rig = make(use_rules=False)
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    first = rig.store.list_entries("default", "active")[0]
+    rig.small.mode = "raise"
+    for values in CR_VALUES[3:6]:
+        assert ask(rig, CURRENT_RATIO, values).route == "fallback"
+    assert rig.store.get_entry("default", first.id).status == "evicted"
+    rig.small.mode = "ok"  # the cause went away: the next miss rebuilds the group
+    assert ask(rig, CURRENT_RATIO, CR_VALUES[6]).route == "miss"
+    rebuilt = rig.store.active_entry("default", first.group_id)
+    assert rebuilt is not None and rebuilt.id != first.id and rebuilt.version == 2
+    hit = ask(rig, CURRENT_RATIO, CR_VALUES[7])
+    assert hit.route == "hit" and hit.entry_id == rebuilt.id
