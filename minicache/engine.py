@@ -248,11 +248,7 @@ class MiniCache:
     # -- hit --------------------------------------------------------------------------------------
     def _hit(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
              tenant: str, record: bool = True) -> SolveResult:
-        text = _request_text(question, context)
-        prefix = entry.validation.get("shared_prefix") or ""
-        if prefix and text.startswith(prefix):
-            text = text[len(prefix):]
-        extraction = self.extractor.extract(entry, text)
+        extraction = self.extractor.extract(entry, _request_text(question, context))
         timings["extract_s"] = extraction.seconds
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds

@@ -274,7 +274,15 @@ class Extractor:
         self.use_rules = use_rules
         self.use_choice = use_choice
 
+    @staticmethod
+    def text_for(entry: Entry, text: str) -> str:
+        """What extraction reads for ``entry``: the text after the group's shared boilerplate, if the
+        request starts with it (values that vary cannot be in a prefix every request shares)."""
+        prefix = entry.validation.get("shared_prefix") or ""
+        return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
     def by_rules(self, entry: Entry, text: str) -> dict[str, Any] | None:
+        """Values from the learned rules, or None unless every variable gets its own number."""
         if not self.use_rules or not entry.rules or any(v.name not in entry.rules for v in entry.template):
             return None
         values = {}
@@ -283,6 +291,8 @@ class Extractor:
             if value is None:
                 return None
             values[v.name] = value
+        if len(set(values.values())) < len(values):
+            return None  # two variables read the same number: not the unambiguous match rules need
         return values
 
     def by_model(self, template: list[Variable], text: str, *, choice: bool | None = None) -> Extraction:
@@ -309,6 +319,7 @@ class Extractor:
 
     def extract(self, entry: Entry, text: str) -> Extraction:
         began = time.perf_counter()
+        text = self.text_for(entry, text)
         values = self.by_rules(entry, text)
         if values is not None:
             return Extraction(check_types(entry.template, values), "rule", time.perf_counter() - began)

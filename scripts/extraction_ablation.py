@@ -52,17 +52,19 @@ def main() -> None:
             if entry is None:
                 print(f"{name}: no validated entry after {args.warm} requests")
                 continue
+            print(f"{name}: rules {entry.rules}")
             for r in by_group[name][args.warm: args.warm + args.held]:
+                text = mc.extractor.text_for(entry, r.question)  # as the hit path reads it
                 for method in ("rule", "choice", "free"):
                     t = time.perf_counter()
                     try:
                         if method == "rule":
-                            values = mc.extractor.by_rules(entry, r.question)
+                            values = mc.extractor.by_rules(entry, text)
                             if values is None:
                                 rows.append({"group": name, "method": method, "applied": False})
                                 continue
                         else:
-                            values = mc.extractor.by_model(entry.template, r.question, choice=(method == "choice")).variables
+                            values = mc.extractor.by_model(entry.template, text, choice=(method == "choice")).variables
                         value = check_answer(mc.sandbox.run(entry.program, values).value)
                         ok = answers_match(value, r.answer)
                     except (ExtractionError, SandboxError) as exc:
