@@ -19,13 +19,17 @@ def solve(
 ```"""
 
 
-def pot_messages(question: str, context: str | None = None) -> list[Message]:
-    """Program-of-thought: ask the target for a parameterized ``solve`` for this one request."""
+def _request_messages(system: str, question: str, context: str | None, ask: str) -> list[Message]:
     body = f"Request:\n{question}"
     if context:
         body = f"Context:\n{context}\n\n{body}"
-    body += "\n\nDo not answer directly. Write the ```python block with def solve(...) as instructed."
-    return [Message("system", POT_SYSTEM), Message("user", body)]
+    return [Message("system", system), Message("user", f"{body}\n\nDo not answer directly. {ask}")]
+
+
+def pot_messages(question: str, context: str | None = None) -> list[Message]:
+    """Program-of-thought: ask the target for a parameterized ``solve`` for this one request."""
+    return _request_messages(POT_SYSTEM, question, context,
+                             "Write the ```python block with def solve(...) as instructed.")
 
 
 PLAIN_POT_SYSTEM = """You solve problems by writing Python. Reply with one ```python block that defines `def solve()`
@@ -35,8 +39,4 @@ Use only the math module."""
 
 def plain_pot_messages(question: str, context: str | None = None) -> list[Message]:
     """Plain program-of-thought, the benchmark's baseline: no parameters, no reuse in mind."""
-    body = f"Request:\n{question}"
-    if context:
-        body = f"Context:\n{context}\n\n{body}"
-    body += "\n\nDo not answer directly. Write the ```python block with def solve()."
-    return [Message("system", PLAIN_POT_SYSTEM), Message("user", body)]
+    return _request_messages(PLAIN_POT_SYSTEM, question, context, "Write the ```python block with def solve().")
