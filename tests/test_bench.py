@@ -110,3 +110,13 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     # The rerun read every request back instead of asking the models again.
     assert len(target.calls) == calls
     assert again["methods"]["pot"]["accuracy"] == 1.0
+
+
+def test_a_failing_program_is_recorded_as_a_wrong_answer_with_its_error(tmp_path):
+    dataset = _dataset(tmp_path)
+    with SandboxPool(size=1) as sandbox:
+        results = run_benchmark(dataset=str(dataset), methods=["pot"], target=FakeTarget(mode="broken"),
+                                small=FakeSmall(), embedder=HashEmbedder(), out=tmp_path / "o", sandbox=sandbox)
+    rows = [json.loads(x) for x in (tmp_path / "o" / "requests.jsonl").read_text().splitlines()]
+    assert results["methods"]["pot"]["accuracy"] == 0.0
+    assert all(r["tokens"]["small"] == 0 and "error" in r["detail"] for r in rows)

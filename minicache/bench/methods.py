@@ -96,7 +96,7 @@ class PoT:
         try:
             return Outcome(check_answer(self.sandbox.run(code, {}).value), "miss", tokens)
         except (SandboxError, SandboxViolation) as exc:
-            return Outcome(None, "miss", tokens, {"error": str(exc)})
+            return Outcome(None, "miss", tokens, detail={"error": str(exc)})
 
 
 class Exact:
@@ -191,7 +191,7 @@ class GenCacheLike:
         try:
             answer = check_answer(self.sandbox.run(code, {}).value)
         except (SandboxError, SandboxViolation) as exc:
-            return Outcome(None, "miss", tokens, {"error": str(exc)})
+            return Outcome(None, "miss", tokens, detail={"error": str(exc)})
         rvec = self.embedder.embed([code])[0]
         with self._lock:
             if cluster is None or (cluster["responses"] and max(float(v @ rvec) for v in cluster["responses"]) < self.t_r):
