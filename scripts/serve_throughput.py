@@ -47,7 +47,11 @@ def main() -> None:
 
             def ask(question: str) -> tuple[float, str]:
                 t = time.perf_counter()
-                resp = client.chat.completions.create(model="minicache", messages=[{"role": "user", "content": question}])
+                try:
+                    resp = client.chat.completions.create(model="minicache",
+                                                          messages=[{"role": "user", "content": question}])
+                except openai.APIStatusError as exc:  # e.g. 502 when the target's program fails twice
+                    return time.perf_counter() - t, f"http-{exc.status_code}"
                 return time.perf_counter() - t, resp.model_extra["minicache"]["route"]
 
             for i in range(args.warm):
