@@ -166,7 +166,7 @@ def test_openai_backend_talks_to_a_real_llama_cpp_python_server():
         proc.wait(timeout=30)
 
 
-def test_models_command_verifies_both_embedded_models():
+def test_models_command_verifies_the_embedded_models_and_the_embedder():
     result = CliRunner().invoke(main, ["models", "--quick", "--no-fetch"])
     assert result.exit_code == 0, result.output
-    assert result.output.count("[ok ]") == 2
+    assert result.output.count("[ok ]") == 3  # target, small, MiniLM
