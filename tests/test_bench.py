@@ -7,7 +7,7 @@ import json
 import pytest
 
 from minicache.bench import run_benchmark
-from minicache.bench.data import BenchRequest, action_matches, load_jsonl, select, webshop_gold
+from minicache.bench.data import action_matches, load_jsonl, select, webshop_gold
 from minicache.bench.runner import group_purity, percentile, summarize
 from minicache.sandbox import SandboxPool
 from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder

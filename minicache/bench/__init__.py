@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .data import BenchRequest, load, pad_context, select
+from .data import load, pad_context, select
 from .methods import METHODS, Method, build_method
 from .report import write_report
 from .runner import group_purity, machine, read_done, run_stream, summarize, throughput
