@@ -236,12 +236,7 @@ def _as_url(dsn: str) -> str:
 
 
 def test_open_store_returns_a_postgres_store_for_postgres_urls(pg_dsn):
-    try:
-        s = open_store(_as_url(pg_dsn))
-    except StoreError as exc:
-        if "not available in this version" in str(exc):
-            pytest.skip("minicache.store.open_store does not open PostgreSQL stores yet")
-        raise
+    s = open_store(_as_url(pg_dsn))
     try:
         assert isinstance(s, PostgresStore) and s.schema_version() == len(MIGRATIONS)
     finally:
