@@ -44,3 +44,12 @@ def target_model(small_model):
     backend = _load("target", drafter_model=small_model)
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    """A sandbox pool shared by one test module's engines (workers start once, not per test)."""
+    from minicache.sandbox import SandboxPool
+
+    with SandboxPool(size=2) as pool:
+        yield pool

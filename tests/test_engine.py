@@ -17,14 +17,7 @@ from fakes import (CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain,
                    HashEmbedder, cosine)
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
 from minicache.routing import skeleton
-from minicache.sandbox import SandboxPool
 from minicache.store import SQLiteStore
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with SandboxPool(size=2) as pool:
-        yield pool
 
 
 @dataclass

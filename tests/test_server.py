@@ -15,7 +15,6 @@ from fastapi.testclient import TestClient
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
 from minicache.errors import ConfigError
-from minicache.sandbox import SandboxPool
 from minicache.server import ServerConfig, create_app, load_server_config
 from minicache.server.auth import RateLimiter
 from minicache.server.metrics import sample_value
@@ -28,12 +27,6 @@ AUTH = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b", KEY_OPS: "ops"}, admin_key
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    with SandboxPool(size=2) as pool:
-        yield pool
 
 
 @dataclass

@@ -578,14 +578,6 @@ def test_pool_is_shared_safely_by_more_threads_than_connections(pg_dsn):
 # -- the engine on two replicas ----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sandbox():
-    from minicache.sandbox import SandboxPool
-
-    with SandboxPool(size=2) as pool:
-        yield pool
-
-
 @pytest.fixture
 def replicas(pg_dsn, sandbox):
     """Two MiniCache engines (replicas A and B), each with its own PostgresStore on one database."""
