@@ -243,20 +243,25 @@ def _read_context(path: str | None) -> str | None:
 @click.option("--group", help="Optional group label; without it the request is routed automatically.")
 @click.option("--no-cache", is_flag=True, help="Do not look the request up (still records it).")
 @click.option("--no-store", is_flag=True, help="Record nothing about this request.")
+@click.option("--mode", type=click.Choice(["auto", "program", "step"]), default="auto", show_default=True,
+              help="program: the program cache; step: StepCache (a linear equation to solve in steps, or a JSON "
+                   "object with typed keys); auto: StepCache for such requests, programs for the rest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @_store_option
 @_tenant_option
-def solve(question: str, context_file: str | None, group: str | None, no_cache: bool, no_store: bool,
+def solve(question: str, context_file: str | None, group: str | None, no_cache: bool, no_store: bool, mode: str,
           as_json: bool, store: str, tenant: str) -> None:
-    """Answer one QUESTION through the cache (hit) or the target model (miss)."""
+    """Answer one QUESTION through the cache (hit, or step reuse) or the target model (miss)."""
     context = _read_context(context_file)
     with _engine(store, background_builds=False) as mc:
-        r = mc.solve(question, context, group=group, tenant=tenant, no_cache=no_cache, no_store=no_store)
+        r = mc.solve(question, context, group=group, tenant=tenant, no_cache=no_cache, no_store=no_store, mode=mode)
     if as_json:
         click.echo(json.dumps(r.to_dict(), indent=2, default=str))
         return
     click.echo(r.answer_text)
     timing = ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in r.timings.items())
+    if r.solver_fallback:
+        click.echo("(written by the deterministic solver: the model's steps failed their checks)", err=True)
     click.echo(f"[{r.route}] group {r.group}" + (f", entry {r.entry_id}" if r.entry_id else "") +
                f"; {timing}; tokens target {r.tokens['target']}, small {r.tokens['small']}", err=True)
 
@@ -391,12 +396,16 @@ def entries_import(path: str, store: str, tenant: str) -> None:
 
 @main.command()
 @click.option("--dataset", required=True,
-              help="formula | tatqa | webshop | PATH.jsonl (lines: {id, question, context?, answer, group?}).")
+              help="formula | tatqa | webshop | stepcache-micro | PATH.jsonl (lines: {id, question, context?, answer, "
+                   "group?}). stepcache-micro is generated per seed (222 math and JSON variants).")
 @click.option("--methods", default="pot,minicache", show_default=True,
-              help="Comma-separated: direct, pot, pot-spec, exact, gptcache, gencache, minicache.")
+              help="Comma-separated: direct, pot, pot-spec, exact, gptcache, gencache, minicache; for structured "
+                   "outputs (stepcache-micro): no-reuse, stepcache.")
 @click.option("--limit", type=int, help="Requests in the stream (after --groups and shuffling).")
 @click.option("--groups", type=int, help="Use only this many gold groups (spread over all of them).")
-@click.option("--seed", default=0, show_default=True, help="Seed of the shuffled, cold-start stream.")
+@click.option("--seed", default="0", show_default=True,
+              help="Seed of the shuffled, cold-start stream; several ('42,43,44') run once each into DIR/seed<N> "
+                   "and DIR/results.json pools them.")
 @click.option("--subset", default="", help="Cap some methods to the first N requests, e.g. 'direct=200,gencache=200'.")
 @click.option("--concurrency", default="", help="Throughput at these client counts, e.g. '1,4,8' (pot and minicache).")
 @click.option("--throughput-requests", default=24, show_default=True, help="Requests per throughput measurement.")
@@ -404,7 +413,7 @@ def entries_import(path: str, store: str, tenant: str) -> None:
 @click.option("--pad-requests", default=20, show_default=True, help="Requests per pad length.")
 @click.option("--use-group-labels", is_flag=True, help="Route by the dataset's group labels (analysis only by default).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder; rerunning resumes.")
-def bench(dataset: str, methods: str, limit: int | None, groups: int | None, seed: int, subset: str,
+def bench(dataset: str, methods: str, limit: int | None, groups: int | None, seed: str, subset: str,
           concurrency: str, throughput_requests: int, pad_context: str, pad_requests: int, use_group_labels: bool,
           out_dir: str) -> None:
     """Compare MiniCache with PoT and other caches on one stream; write one report.
@@ -413,10 +422,15 @@ def bench(dataset: str, methods: str, limit: int | None, groups: int | None, see
     math.isclose(rel_tol=1e-3, abs_tol=0.01); WebShop actions need the exact max_price and half the
     gold keywords. Writes DIR/results.json, DIR/requests.jsonl (one line per request and method;
     a rerun skips what is there), DIR/report.md (ratios to pot) and DIR/*.png.
+
+    stepcache-micro compares no-reuse (the target writes every output) with stepcache; outputs are
+    scored by the task check (the requested final line with the right solution, or exactly the
+    required JSON keys, types and values) and the stitched-output integrity check (every equation
+    in every step holds; the whole response is one JSON object). Ratios are then to no-reuse.
     """
     from pathlib import Path
 
-    from .bench import METHODS, run_benchmark
+    from .bench import METHODS, run_seeds
     from .config import build_backends
     from .embedding import shared_embedder
 
@@ -438,10 +452,11 @@ def bench(dataset: str, methods: str, limit: int | None, groups: int | None, see
         if name not in METHODS or not n.isdigit():
             raise click.BadParameter(f"expected METHOD=N, got {item!r}", param_hint="--subset")
         caps[name] = int(n)
+    seeds = ints(seed, "--seed") or [0]
     click.echo("loading models...", err=True)
     target, small = build_backends()
-    results = run_benchmark(dataset=dataset, methods=names, target=target, small=small, embedder=shared_embedder(),
-                            out=Path(out_dir), limit=limit, groups=groups, seed=seed,
+    results = run_seeds(dataset=dataset, methods=names, target=target, small=small, embedder=shared_embedder(),
+                            out=Path(out_dir), limit=limit, groups=groups, seeds=seeds,
                             concurrency=ints(concurrency, "--concurrency"), throughput_requests=throughput_requests,
                             pad_tokens=ints(pad_context, "--pad-context"), pad_requests=pad_requests,
                             use_group_labels=use_group_labels, subset=caps, command="minicache " + " ".join(sys.argv[1:]))

@@ -25,6 +25,8 @@ from .programs import extract_code
 from .prompts import pot_messages
 from .routing import Embedder, Router
 from .sandbox import SandboxError, SandboxPool, SandboxViolation
+from .stepcache import StepCache, StepConfig
+from .stepcache import parse as parse_step_task
 from .store import Entry, Example, Store, new_id, open_store
 from .synthesis import ProgramShapeError, answers_match, generalize, parse_signature
 
@@ -56,12 +58,13 @@ class EngineConfig:
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000
     miss_max_tokens: int = 640
+    step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)
 
 
 @dataclass
 class SolveResult:
     answer: Any
-    route: str  # "hit" | "miss" | "fallback"
+    route: str  # "hit" | "miss" | "fallback" (program cache); "step-reuse" | "step-patch" | "step-skip" (StepCache)
     group: str
     entry_id: str | None = None
     program: str | None = None
@@ -72,6 +75,13 @@ class SolveResult:
     extraction: str | None = None
     fallback_reason: str | None = None
     answer_text: str = ""
+    # StepCache (structured outputs): the stitched output, its steps, whether every check passed,
+    # and whether the deterministic solver wrote it after the target failed the checks.
+    output: str | None = None
+    steps: list[str] = field(default_factory=list)
+    verified: bool | None = None
+    solver_fallback: bool = False
+    reused_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,6 +184,7 @@ class MiniCache:
         self._build_lock = threading.Lock()
         self.events: list[dict[str, Any]] = []  # build/evict events, for progress displays
         self._owner = new_id("replica")  # this engine's name in build leases
+        self.steps = StepCache(target, self.store, embedder, self.config.step)
 
     @classmethod
     def local(cls, store: Store | str | None = "minicache.db", **kwargs: Any) -> MiniCache:
@@ -185,9 +196,14 @@ class MiniCache:
 
     # ------------------------------------------------------------------------------------------
     def solve(self, question: Any, context: Any = None, group: str | None = None, tenant: str = "default", *,
-              no_cache: bool = False, no_store: bool = False, force_refresh: bool = False) -> SolveResult:
+              no_cache: bool = False, no_store: bool = False, force_refresh: bool = False,
+              mode: str = "auto") -> SolveResult:
         """Answer one request. ``no_cache`` skips the lookup, ``no_store`` records nothing,
-        ``force_refresh`` recomputes with the target (and records the result)."""
+        ``force_refresh`` recomputes with the target (and records the result).
+
+        ``mode`` picks the cache: ``"program"`` (parameterized programs), ``"step"`` (StepCache, for
+        structured outputs it can verify) or ``"auto"``: StepCache for a request without context that
+        it recognises (a linear equation to solve in steps, a JSON object with typed keys), else programs."""
         began = time.perf_counter()
         question = _validate_text(question, "question", self.config.max_question_chars, True)
         context = _validate_text(context, "context", self.config.max_context_chars, False)
@@ -196,6 +212,11 @@ class MiniCache:
         if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
             raise InvalidRequest("tenant must be a non-empty string of at most 200 characters")
         assert question is not None
+        if mode not in ("auto", "program", "step"):
+            raise InvalidRequest(f"mode must be auto, program or step, not {mode!r}")
+        if mode == "step" or (mode == "auto" and context is None and parse_step_task(question) is not None):
+            return self._solve_steps(question, tenant, began, no_cache=no_cache, no_store=no_store,
+                                     force_refresh=force_refresh)
         try:
             result = self._serve(question, context, group, tenant, no_cache=no_cache, no_store=no_store,
                                  force_refresh=force_refresh)
@@ -240,6 +261,29 @@ class MiniCache:
         if fallback_reason:
             result.route, result.fallback_reason = "fallback", fallback_reason
         return result
+
+    def _solve_steps(self, question: str, tenant: str, began: float, *, no_cache: bool, no_store: bool,
+                     force_refresh: bool) -> SolveResult:
+        if parse_step_task(question) is None:
+            raise InvalidRequest("mode=step needs a request StepCache can verify: 'solve <one linear equation>' "
+                                 "or a JSON object with typed required keys (\"key\" (string|number|integer|boolean))")
+        try:
+            out = self.steps.solve(question, tenant, record=not no_store, reuse=not (no_cache or force_refresh))
+        except BaseException:
+            if not no_store:
+                self.store.bump(tenant, "requests")
+                self.store.bump(tenant, "errors")
+            raise
+        if not no_store:
+            self.store.bump(tenant, "requests")
+            self.store.bump(tenant, out.route.replace("-", "_"))
+            if out.tokens:
+                self.store.bump(tenant, "target_tokens", out.tokens)
+        timings = dict(out.timings, total_s=time.perf_counter() - began)
+        return SolveResult(answer=out.answer, route=out.route, group=f"step:{out.task}", timings=timings,
+                           tokens={"target": out.tokens, "small": 0}, fallback_reason=out.reason or None,
+                           answer_text=out.output, output=out.output, steps=out.steps, verified=out.verified,
+                           solver_fallback=out.solver_fallback, reused_from=out.reused_from)
 
     async def asolve(self, *args: Any, **kwargs: Any) -> SolveResult:
         """``solve`` off the event loop (models, sandbox and store all block)."""
@@ -474,6 +518,8 @@ class MiniCache:
             "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
             "builds_ok": counters.get("builds_ok", 0), "builds_failed": counters.get("builds_failed", 0),
             "evictions": counters.get("evictions", 0),
+            "step_reuse": counters.get("step_reuse", 0), "step_patch": counters.get("step_patch", 0),
+            "step_skip": counters.get("step_skip", 0),
             "target_tokens": counters.get("target_tokens", 0), "small_tokens": counters.get("small_tokens", 0),
             "groups": len(groups), "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),
             "entries_active": sum(e.status == "active" for e in entries), "entries_total": len(entries),

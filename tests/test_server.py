@@ -209,6 +209,38 @@ def test_bad_cache_controls_are_400(rig):
     assert_error(r, 400, "invalid_type")
 
 
+def test_structured_requests_are_served_by_stepcache_with_their_steps(make):
+    from minicache.stepcache import linear, parse
+
+    class StepTarget(FakeTarget):  # answers StepCache's prompts with solver steps, programs as before
+        def _reply(self, messages, options):
+            if "linear equations" not in messages[0].content:
+                return super()._reply(messages, options)
+            steps = linear.solver_steps(parse(messages[-1].content.split("\n\n")[0]))
+            return "\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps[:-1])) + "\n" + steps[-1]
+
+    rig = make(target=StepTarget())
+    ask = "Solve for {v}: {eq}. Show your work as numbered steps, one per line, and end with the line '{v} = <value>'."
+
+    def post(content, **extra):
+        r = rig.client.post("/v1/chat/completions", json={"model": "m", "messages": [
+            {"role": "user", "content": content}], **extra})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    first = post(ask.format(v="x", eq="3x + 5 = 20"))
+    second = post(ask.format(v="y", eq="7y + 4 = 39"))
+    assert first["minicache"]["route"] == "step-skip" and second["minicache"]["route"] == "step-reuse"
+    assert second["choices"][0]["message"]["content"].endswith("\ny = 5")
+    assert second["minicache"]["verified"] is True and second["minicache"]["steps"][-1] == "y = 5"
+    # the program cache can be asked for explicitly; a bad mode is a 400
+    assert "steps" not in post(CURRENT_RATIO.ask(*CR_VALUES[0]), minicache={"mode": "program"})["minicache"]
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"mode": "steps"}))
+    assert_error(r, 400, "invalid_value")
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"mode": "step"}))
+    assert_error(r, 400)
+
+
 # -- native API ---------------------------------------------------------------------------------
 
 

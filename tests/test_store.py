@@ -42,7 +42,7 @@ def test_migrations_bring_a_new_store_to_the_latest_schema(store):
 
     assert store.schema_version() == len(MIGRATIONS)
     tables = {r[0] for r in store._conn().execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases"} <= tables
+    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases", "step_records"} <= tables
 
 
 def test_build_lease_is_exclusive_until_released_or_expired(store):
@@ -253,3 +253,21 @@ def test_in_memory_store_is_shared_between_threads():
     if errors:
         raise errors[0]
     assert s.counters("default") == {"requests": 2}
+
+
+def test_step_records_round_trip_in_insertion_order_per_tenant_and_task(store):
+    step_records_round_trip(store)
+
+
+def step_records_round_trip(store):
+    """Shared with the PostgreSQL tests: both stores must read back the same."""
+    from minicache.store.base import StepRecord
+
+    for i in range(3):
+        store.add_step_record(StepRecord(id=f"step_{i}", tenant="t1", task="linear", frame="F", request=f"r{i}",
+                                         steps=[f"a{i}", "x = 5"], embedding=np.full(4, i, dtype=np.float32)))
+    store.add_step_record(StepRecord(id="step_j", tenant="t1", task="json", frame="G", request="j", steps=["{}"]))
+    got = store.step_records("t1", "linear")
+    assert [r.request for r in got] == ["r0", "r1", "r2"] and got[1].steps == ["a1", "x = 5"]
+    assert got[2].embedding.tolist() == [2, 2, 2, 2] and store.step_records("t1", "json")[0].embedding is None
+    assert store.step_records("t2", "linear") == []

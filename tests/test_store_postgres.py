@@ -72,13 +72,13 @@ def raw(dsn: str):
 
 
 def test_migrations_bring_a_new_database_to_the_latest_schema(store, pg_dsn):
-    assert store.schema_version() == len(MIGRATIONS) == 2
+    assert store.schema_version() == len(MIGRATIONS) == 3
     with raw(pg_dsn) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema='public'")}
         types = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
                                   "WHERE table_name='examples'").fetchall())
-    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases"} <= tables
+    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases", "step_records"} <= tables
     assert types["embedding"] == "bytea" and types["created_at"] == "double precision"
 
 
@@ -657,3 +657,9 @@ def test_text_with_nul_characters_is_a_store_error_and_stores_nothing(store):
         store.put_entry(entry("g", program=PROGRAM + "\x00"))
     assert store.examples("default", "g") == [] and store.list_entries("default") == []
     assert store.get_group("default", "g") is None  # put_entry's group insert was rolled back too
+
+
+def test_step_records_round_trip_in_insertion_order_per_tenant_and_task(store):
+    from tests.test_store import step_records_round_trip
+
+    step_records_round_trip(store)

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .data import load, pad_context, select
+from .data import SEEDED, load, pad_context, select
 from .methods import METHODS, Method, build_method
 from .report import write_report
 from .runner import group_purity, machine, read_done, run_stream, summarize, throughput
 
-__all__ = ["run_benchmark", "METHODS"]
+__all__ = ["run_benchmark", "run_seeds", "METHODS"]
 
 
 def _bar(total: int, desc: str):
@@ -33,12 +33,16 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     from ..sandbox import SandboxPool
 
     out.mkdir(parents=True, exist_ok=True)
-    everything = load(dataset)
-    stream = select(everything, limit=limit, groups=groups, seed=seed)
-    in_stream = {r.id for r in stream}
-    labels = {r.group for r in stream}
-    fresh = [r for r in select(everything, limit=None, groups=None, seed=seed + 1)
-             if r.id not in in_stream and r.group in labels][:throughput_requests] or stream[:throughput_requests]
+    if dataset in SEEDED:  # generated per seed, already in stream order
+        stream = load(dataset, seed)[:limit] if limit else load(dataset, seed)
+        fresh = stream[:throughput_requests]
+    else:
+        everything = load(dataset)
+        stream = select(everything, limit=limit, groups=groups, seed=seed)
+        in_stream = {r.id for r in stream}
+        labels = {r.group for r in stream}
+        fresh = [r for r in select(everything, limit=None, groups=None, seed=seed + 1)
+                 if r.id not in in_stream and r.group in labels][:throughput_requests] or stream[:throughput_requests]
     sandbox = sandbox or SandboxPool(size=max([2] + list(concurrency or [])))
     requests_path = out / "requests.jsonl"
     results_path = out / "results.json"
@@ -83,4 +87,27 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     for name in results["methods"]:
         all_rows.setdefault(name, [row for (m, _), row in done.items() if m == name])
     write_report(out, results, all_rows)
+    return results
+
+
+def run_seeds(*, seeds: list[int], out: Path, **kwargs: Any) -> dict[str, Any]:
+    """One run per seed (in ``out/seed<N>``, each resumable), then ``out/results.json`` and
+    ``out/report.md`` over all of them: metrics pooled over every request of every seed (with equal
+    requests per seed, pooled means and rates are the means over seeds), and each seed's own block."""
+    if len(seeds) == 1:
+        return run_benchmark(seed=seeds[0], out=out, **kwargs)
+    per_seed = {}
+    for seed in seeds:
+        per_seed[str(seed)] = run_benchmark(seed=seed, out=out / f"seed{seed}", **kwargs)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for seed in seeds:
+        for (name, _), row in read_done(out / f"seed{seed}" / "requests.jsonl").items():
+            rows.setdefault(name, []).append(row)
+    first = per_seed[str(seeds[0])]
+    results: dict[str, Any] = {"config": dict(first["config"], seed=None, seeds=seeds), "machine": first["machine"],
+                               "methods": {name: summarize(r) for name, r in rows.items()},
+                               "per_seed": {s: r["methods"] for s, r in per_seed.items()}}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    write_report(out, results, rows)
     return results

@@ -31,7 +31,7 @@ class BenchRequest:
     answer: Any
     context: str | None = None
     group: str | None = None  # ground-truth label: analysis only, never routing (unless --use-group-labels)
-    kind: str = "numeric"  # numeric | action
+    kind: str = "numeric"  # numeric | action | step (a structured output, scored by stepcache.micro)
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -115,15 +115,30 @@ def load_jsonl(path: str | Path) -> list[BenchRequest]:
     return out
 
 
+def load_stepcache_micro(seed: int) -> list[BenchRequest]:
+    """StepCache's micro-benchmark (222 requests, already in stream order for ``seed``)."""
+    from ..stepcache import micro
+
+    out = []
+    for r in micro.generate(seed):
+        gold = float(r.gold) if r.task == "linear" else r.gold
+        out.append(BenchRequest(r.id, r.text, gold, group=r.family, kind="step",
+                                meta={"task": r.task, "perturbation": r.perturbation}))
+    return out
+
+
 LOADERS = {"formula": load_formula, "tatqa": load_tatqa, "webshop": load_webshop}
+SEEDED = {"stepcache-micro": load_stepcache_micro}  # datasets generated per seed, streamed in their own order
 
 
-def load(dataset: str) -> list[BenchRequest]:
+def load(dataset: str, seed: int = 0) -> list[BenchRequest]:
+    if dataset in SEEDED:
+        return SEEDED[dataset](seed)
     if dataset in LOADERS:
         return LOADERS[dataset]()
     if dataset.endswith(".jsonl") and Path(dataset).exists():
         return load_jsonl(dataset)
-    raise ValueError(f"unknown dataset {dataset!r}: use formula, tatqa, webshop or a path to a .jsonl file")
+    raise ValueError(f"unknown dataset {dataset!r}: use formula, tatqa, webshop, stepcache-micro or a path to a .jsonl file")
 
 
 def select(requests: list[BenchRequest], *, limit: int | None, groups: int | None, seed: int) -> list[BenchRequest]:
@@ -180,6 +195,10 @@ def action_matches(answer: Any, gold: dict[str, Any]) -> bool:
 def is_correct(request: BenchRequest, answer: Any) -> bool:
     if answer is None:
         return False
+    if request.kind == "step":
+        from ..stepcache.micro import check_output
+
+        return check_output(request.meta["task"], answer, request.question, request.answer)[0]
     if request.kind == "action":
         return action_matches(answer, request.answer)
     return answers_match(answer, request.answer)

@@ -13,6 +13,9 @@
   target writes a regex extractor plus a program for it, accepted if gamma = 50% of the cluster's
   examples are reproduced; no small model.
 * ``minicache`` - this project's engine.
+* ``no-reuse``  - structured-output requests (``stepcache-micro``): the target writes the whole output
+  for every request from the same system prompt StepCache generates with (StepCache's baseline).
+* ``stepcache`` - the engine with ``mode="step"``: step-level reuse, checks, selective patching.
 """
 
 from __future__ import annotations
@@ -244,7 +247,38 @@ class MiniCacheMethod:
                         "timings": res.timings})
 
 
-METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minicache")
+class NoReuse:
+    """The target writes every structured output in full (no reuse, no checks, no constrained decoding)."""
+
+    name = "no-reuse"
+
+    def __init__(self, target: ModelBackend, max_tokens: int) -> None:
+        self.target, self.max_tokens = target, max_tokens
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        from ..stepcache.cache import JSON_SYSTEM, MATH_SYSTEM
+
+        system = JSON_SYSTEM if r.meta.get("task") == "json" else MATH_SYSTEM
+        out = self.target.complete([Message("system", system), Message("user", r.question)],
+                                   GenerationOptions(max_tokens=self.max_tokens))
+        return Outcome(out.text, "miss", out.prompt_tokens + out.completion_tokens, detail={"route": "full"})
+
+
+class StepCacheMethod:
+    name = "stepcache"
+
+    def __init__(self, engine: MiniCache) -> None:
+        self.engine = engine
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        res = self.engine.solve(r.question, mode="step")
+        return Outcome(res.output, "hit" if res.route == "step-reuse" else "miss", res.tokens["target"],
+                       detail={"route": res.route, "reason": res.fallback_reason, "verified": res.verified,
+                               "solver_fallback": res.solver_fallback, "reused_from": res.reused_from,
+                               "timings": res.timings})
+
+
+METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minicache", "no-reuse", "stepcache")
 
 
 def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
@@ -266,6 +300,11 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
         engine = MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
                            config=EngineConfig(background_builds=False))
         return MiniCacheMethod(engine, use_group_labels)
+    if name == "no-reuse":
+        return NoReuse(target, EngineConfig().step.max_tokens)
+    if name == "stepcache":
+        return StepCacheMethod(MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
+                                         config=EngineConfig(background_builds=False)))
     raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
 
 

@@ -12,7 +12,8 @@ def _ratio(value: float, base: float) -> str:
 
 def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> None:
     methods = results["methods"]
-    pot = methods.get("pot")
+    ref_name = next((m for m in ("pot", "no-reuse") if m in methods), None)
+    pot = methods.get(ref_name) if ref_name else None
     lines = [f"# Benchmark: {results['config']['dataset']}", "",
              f"Command: `{results['config']['command']}`", "",
              f"Machine: {results['machine'].get('cpu', '?')}, {results['machine'].get('cpus')} CPUs, "
@@ -20,7 +21,7 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
              "Numeric answers: `math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`; actions: equal max_price "
              "and >= 50% of the gold keywords' content words.", "",
              "| method | n | accuracy | hit rate | wrong hits | mean latency | p50 | p95 | hit p50 | target tokens | "
-             "speedup vs pot (mean latency) | target tokens per request vs pot |",
+             f"speedup vs {ref_name} (mean latency) | target tokens per request vs {ref_name} |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in methods.items():
         lat = m["latency_s"]
@@ -47,6 +48,23 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
         for name, per in pads.items():
             for pad, m in per.items():
                 lines.append(f"| {name} | {pad} | {m['n']} | {m['accuracy']:.1%} | {m['latency_s']['mean']:.2f}s |")
+    paths = {name: m for name, m in methods.items() if m.get("paths")}
+    if paths:
+        lines += ["", "## StepCache paths", "",
+                  "| method | step-reuse | step-patch | step-skip | solver fallbacks | checks passed |",
+                  "|---|---|---|---|---|---|"]
+        for name, m in paths.items():
+            p = m["paths"]
+            lines.append(f"| {name} | {p['step-reuse']:.1%} | {p['step-patch']:.1%} | {p['step-skip']:.1%} | "
+                         f"{m['solver_fallbacks']} | {m['verified']:.1%} |")
+    if results.get("per_seed"):
+        lines += ["", "## Per seed", "", "| seed | method | n | accuracy | mean latency | p50 | p95 | target tokens |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for seed, per in results["per_seed"].items():
+            for name, m in per.items():
+                lat = m["latency_s"]
+                lines.append(f"| {seed} | {name} | {m['n']} | {m['accuracy']:.1%} | {lat['mean']:.2f}s | "
+                             f"{lat['p50']:.2f}s | {lat['p95']:.2f}s | {m['tokens']['target']:,} |")
     purity = methods.get("minicache", {}).get("routing")
     if purity:
         lines += ["", f"Routing (minicache, no labels): {purity['groups_formed']} groups formed for {purity['labels']} "

@@ -91,7 +91,22 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       "p95": percentile(lat, 0.95), "p99": percentile(lat, 0.99)},
         "hit_latency_s": {"mean": statistics.mean(hit_lat) if hit_lat else 0.0, "p50": percentile(hit_lat, 0.5)},
         "tokens": {"target": sum(r["tokens"]["target"] for r in rows), "small": sum(r["tokens"]["small"] for r in rows)},
+        **_step_paths(rows),
     }
+
+
+def _step_paths(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """For StepCache rows: the share of each path, solver fallbacks, and how often the checks passed."""
+    routes = [(r.get("detail") or {}).get("route") for r in rows]
+    if not any(isinstance(x, str) and x.startswith("step-") for x in routes):
+        return {}
+    from collections import Counter
+
+    counts = Counter(routes)
+    details = [r.get("detail") or {} for r in rows]
+    return {"paths": {k: counts.get(k, 0) / len(rows) for k in ("step-reuse", "step-patch", "step-skip")},
+            "solver_fallbacks": sum(bool(d.get("solver_fallback")) for d in details),
+            "verified": sum(bool(d.get("verified")) for d in details) / len(rows)}
 
 
 def group_purity(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """Prometheus metrics, in a registry of the app's own (two apps in one process never share counts).
 
 Counted by the server as requests pass: ``minicache_requests_total{endpoint,tenant,route}`` (route is
-hit | miss | fallback | invalid | error), ``minicache_stage_seconds{stage,route}`` (from the engine's
+hit | miss | fallback | step-reuse | step-patch | step-skip | invalid | error), ``minicache_stage_seconds{stage,route}`` (from the engine's
 timings), target/small tokens used and target tokens saved (estimate: a hit saves what misses of its
 group cost on average), HTTP requests and errors by status. Read from the engine at scrape time:
 its per-tenant counters (hits, builds ok/failed, entries, hit rate) and the sandbox's failure counts.
@@ -100,11 +100,11 @@ class ServerMetrics:
         self.target_tokens.labels(tenant).inc(target)
         self.small_tokens.labels(tenant).inc(int(result.tokens.get("small", 0)))
         key = (tenant, result.group)
-        if result.route in ("miss", "fallback") and target:
+        if result.route in ("miss", "fallback", "step-skip") and target:
             with self._lock:
                 total, n = self._miss_tokens.get(key, (0, 0))
                 self._miss_tokens[key] = (total + target, n + 1)
-        elif result.route == "hit":
+        elif result.route in ("hit", "step-reuse"):
             self.saved.labels(tenant).inc(self._estimate(tenant, key))
 
     def _estimate(self, tenant: str, key: tuple[str, str]) -> float:

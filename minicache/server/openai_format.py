@@ -30,10 +30,11 @@ class CacheControls:
     no_cache: bool = False
     no_store: bool = False
     force_refresh: bool = False
+    mode: str = "auto"  # auto | program | step (StepCache for structured outputs)
 
     def kwargs(self) -> dict[str, Any]:
         return {"group": self.group, "no_cache": self.no_cache, "no_store": self.no_store,
-                "force_refresh": self.force_refresh}
+                "force_refresh": self.force_refresh, "mode": self.mode}
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ def _flag(value: Any, where: str) -> bool:
     raise ApiError(400, f"{where} must be a boolean, not {value!r}"[:300], code="invalid_type", param=where)
 
 
+def _mode(value: Any, where: str) -> str:
+    if isinstance(value, str) and value.strip().lower() in ("auto", "program", "step"):
+        return value.strip().lower()
+    raise ApiError(400, f"{where} must be auto, program or step, not {value!r}"[:300], code="invalid_value", param=where)
+
+
 def _group(value: Any, where: str) -> str | None:
     if value is None:
         return None
@@ -82,28 +89,29 @@ def cache_controls(body: Mapping[str, Any], headers: Mapping[str, str], *, top_l
     def take(name: str, value: Any, where: str) -> None:
         if name in found or value is None:
             return
-        found[name] = _group(value, where) if name == "group" else _flag(value, where)
+        found[name] = (_group(value, where) if name == "group" else _mode(value, where) if name == "mode"
+                       else _flag(value, where))
 
     block = body.get("minicache")
     if block is not None:
         if not isinstance(block, dict):
             raise ApiError(400, "minicache must be an object", code="invalid_type", param="minicache")
-        unknown = set(block) - {"group", *FLAGS}
+        unknown = set(block) - {"group", "mode", *FLAGS}
         if unknown:
             raise ApiError(400, f"unknown minicache option(s): {', '.join(sorted(map(str, unknown)))}",
                            code="invalid_request", param="minicache")
-        for name in ("group", *FLAGS):
+        for name in ("group", "mode", *FLAGS):
             take(name, block.get(name), f"minicache.{name}")
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise ApiError(400, "metadata must be an object", code="invalid_type", param="metadata")
-        for name in ("group", *FLAGS):
+        for name in ("group", "mode", *FLAGS):
             take(name, metadata.get(f"minicache_{name}"), f"metadata.minicache_{name}")
     if top_level:
-        for name in ("group", *FLAGS):
+        for name in ("group", "mode", *FLAGS):
             take(name, body.get(name), name)
-    for name in ("group", *FLAGS):
+    for name in ("group", "mode", *FLAGS):
         header = "x-minicache-" + name.replace("_", "-")
         if header in headers:
             take(name, headers[header], header)
@@ -197,7 +205,9 @@ def minicache_info(result: SolveResult) -> dict[str, Any]:
     return {"route": result.route, "group": result.group, "entry_id": result.entry_id,
             "timings": result.timings, "tokens": result.tokens, "variables": result.variables,
             "similarity": result.similarity, "extraction": result.extraction,
-            "fallback_reason": result.fallback_reason}
+            "fallback_reason": result.fallback_reason,
+            **({"steps": result.steps, "verified": result.verified, "solver_fallback": result.solver_fallback,
+                "reused_from": result.reused_from} if result.route.startswith("step-") else {})}
 
 
 def usage(result: SolveResult) -> dict[str, int]:

@@ -112,6 +112,20 @@ class Entry:
                    failures=int(data.get("failures", 0)))
 
 
+@dataclass
+class StepRecord:
+    """A verified structured output StepCache may reuse step by step (see :mod:`minicache.stepcache`)."""
+
+    id: str
+    tenant: str
+    task: str  # "linear" | "json"
+    frame: str  # the request with its constants, names and output schema masked
+    request: str
+    steps: list[str]
+    embedding: np.ndarray | None = None
+    created_at: float = field(default_factory=time.time)
+
+
 def stack_embeddings(rows: list[tuple[str, bytes]]) -> tuple[list[str], np.ndarray]:
     """The routing index from (group id, float32 bytes) rows. Rows of another width than the most
     recent one (an embedder change) are left out rather than breaking every request."""
@@ -157,6 +171,10 @@ class Store(Protocol):
     def release_build_lease(self, tenant: str, group_id: str, owner: str) -> None: ...
 
     # counters
+    # step records (StepCache)
+    def add_step_record(self, record: StepRecord) -> None: ...
+    def step_records(self, tenant: str, task: str) -> list[StepRecord]: ...
+
     def bump(self, tenant: str, counter: str, n: int = 1) -> None: ...
     def counters(self, tenant: str) -> dict[str, int]: ...
 

@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("the PostgreSQL store needs psycopg 3 and psycopg-pool: "
                       "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3") from exc
 
-from .base import Entry, Example, Group, Variable, dumps, stack_embeddings
+from .base import Entry, Example, Group, StepRecord, Variable, dumps, stack_embeddings
 from .sqlite import StoreError
 
 # Any constant: the key of the advisory lock that serializes migrations (per database).
@@ -72,6 +72,13 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
         expires_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, group_id));
+    """,
+    # 3: StepCache's verified structured outputs
+    """
+    CREATE TABLE step_records (tenant TEXT NOT NULL, id TEXT NOT NULL, task TEXT NOT NULL, frame TEXT NOT NULL,
+        request TEXT NOT NULL, steps TEXT NOT NULL, embedding BYTEA, created_at DOUBLE PRECISION NOT NULL,
+        seq BIGINT GENERATED ALWAYS AS IDENTITY, PRIMARY KEY (tenant, id));
+    CREATE INDEX step_records_task ON step_records (tenant, task);
     """,
 ]
 
@@ -372,6 +379,25 @@ class PostgresStore:
         with self._conn() as c:
             c.execute("DELETE FROM build_leases WHERE tenant=%s AND group_id=%s AND owner=%s",
                       (tenant, group_id, owner))
+
+    # -- step records -----------------------------------------------------------------------
+    def add_step_record(self, record: StepRecord) -> None:
+        blob = None if record.embedding is None else np.asarray(record.embedding, dtype=np.float32).tobytes()
+        with self._conn() as c:
+            c.execute("INSERT INTO step_records (tenant, id, task, frame, request, steps, embedding, created_at) "
+                      "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", (record.tenant, record.id, record.task, record.frame,
+                                                         record.request, json.dumps(record.steps), blob,
+                                                         float(record.created_at)))
+
+    def step_records(self, tenant: str, task: str) -> list[StepRecord]:
+        with self._conn() as c:
+            rows = c.execute("SELECT * FROM step_records WHERE tenant=%s AND task=%s ORDER BY created_at, seq",
+                             (tenant, task)).fetchall()
+        return [StepRecord(id=r["id"], tenant=r["tenant"], task=r["task"], frame=r["frame"], request=r["request"],
+                           steps=json.loads(r["steps"]), created_at=r["created_at"],
+                           embedding=None if r["embedding"] is None
+                           else np.frombuffer(bytes(r["embedding"]), dtype=np.float32))
+                for r in rows]
 
     # -- counters -------------------------------------------------------------------------
     def bump(self, tenant: str, counter: str, n: int = 1) -> None:

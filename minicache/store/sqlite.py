@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import MiniCacheError
-from .base import Entry, Example, Group, Variable, dumps, stack_embeddings
+from .base import Entry, Example, Group, StepRecord, Variable, dumps, stack_embeddings
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -46,6 +46,13 @@ MIGRATIONS: list[str] = [
     """
     CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
         expires_at REAL NOT NULL, PRIMARY KEY (tenant, group_id));
+    """,
+    # 3: StepCache's verified structured outputs
+    """
+    CREATE TABLE step_records (tenant TEXT NOT NULL, id TEXT NOT NULL, task TEXT NOT NULL, frame TEXT NOT NULL,
+        request TEXT NOT NULL, steps TEXT NOT NULL, embedding BLOB, created_at REAL NOT NULL,
+        PRIMARY KEY (tenant, id));
+    CREATE INDEX step_records_task ON step_records (tenant, task);
     """,
 ]
 
@@ -285,6 +292,22 @@ class SQLiteStore:
     def release_build_lease(self, tenant: str, group_id: str, owner: str) -> None:
         with self._tx() as c:
             c.execute("DELETE FROM build_leases WHERE tenant=? AND group_id=? AND owner=?", (tenant, group_id, owner))
+
+    # -- step records -----------------------------------------------------------------------
+    def add_step_record(self, record: StepRecord) -> None:
+        blob = None if record.embedding is None else np.asarray(record.embedding, dtype=np.float32).tobytes()
+        with self._tx() as c:
+            c.execute("INSERT INTO step_records (tenant, id, task, frame, request, steps, embedding, created_at) "
+                      "VALUES (?,?,?,?,?,?,?,?)", (record.tenant, record.id, record.task, record.frame, record.request,
+                                                 json.dumps(record.steps), blob, record.created_at))
+
+    def step_records(self, tenant: str, task: str) -> list[StepRecord]:
+        rows = self._conn().execute("SELECT * FROM step_records WHERE tenant=? AND task=? ORDER BY created_at, rowid",
+                                    (tenant, task)).fetchall()
+        return [StepRecord(id=r["id"], tenant=r["tenant"], task=r["task"], frame=r["frame"], request=r["request"],
+                           steps=json.loads(r["steps"]), created_at=r["created_at"],
+                           embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32))
+                for r in rows]
 
     # -- counters -------------------------------------------------------------------------
     def bump(self, tenant: str, counter: str, n: int = 1) -> None:

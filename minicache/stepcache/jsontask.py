@@ -1,0 +1,168 @@
+"""JSON-with-a-schema requests: parse the required keys, check an object, rebind cached values.
+
+A request is recognised when it asks for a JSON object and lists its required keys with types, e.g.
+``... Required keys: "name" (string), "price" (number), "stock" (integer).`` The rest of the request
+is the *record*: the values must come from it. Checks (no model involved): the output parses, has
+exactly the required keys, each value has its type, and each value is consistent with the request
+(numbers equal a number written in the record, strings occur in it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+TYPES = ("string", "number", "integer", "boolean")
+_KEY = re.compile(r"""["'`]([A-Za-z_][\w-]*)["'`]\s*\((string|number|integer|boolean)\)""")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w.]*\w)")
+_QUOTED = re.compile(r"""["“]([^"”]+)["”]""")
+
+
+@dataclass
+class JsonRequest:
+    text: str
+    fields: list[tuple[str, str]]  # (key, type), in the order asked for
+    record: str  # the request without its key list: where the values come from
+    numbers: list[str] = field(default_factory=list)  # as written, in order
+    strings: list[str] = field(default_factory=list)  # quoted values, in order
+    frame: str = ""  # the record with numbers and quoted values masked
+
+    @property
+    def keys(self) -> list[str]:
+        return [k for k, _ in self.fields]
+
+    def schema(self, only: list[str] | None = None) -> dict[str, Any]:
+        """The JSON schema for schema-constrained generation (all keys required, nothing else)."""
+        keys = [(k, t) for k, t in self.fields if only is None or k in only]
+        return {"type": "object", "properties": {k: {"type": t} for k, t in keys},
+                "required": [k for k, _ in keys], "additionalProperties": False}
+
+
+def _num(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def parse_request(text: str) -> JsonRequest | None:
+    if "json" not in text.lower():
+        return None
+    matches = list(_KEY.finditer(text))
+    if not matches:
+        return None
+    fields = [(m.group(1), m.group(2)) for m in matches]
+    if len({k for k, _ in fields}) != len(fields):
+        return None
+    # the key list runs from the sentence that introduces it to the last key
+    start = text.rfind(".", 0, matches[0].start()) + 1
+    record = (text[:start] + " " + text[matches[-1].end():]).strip()
+    strings = _QUOTED.findall(record)
+    numbers = _NUMBER.findall(_QUOTED.sub(" ", record))
+    frame = _NUMBER.sub("N", _QUOTED.sub("S", record))
+    return JsonRequest(text, fields, record, numbers, strings, re.sub(r"\s+", " ", frame).strip())
+
+
+def parse_object(text: str) -> dict[str, Any] | None:
+    """The one JSON object in ``text`` (a fenced block or surrounding prose allowed), else None."""
+    text = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    if fenced:
+        text = fenced.group(1).strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        value = json.loads(text[start:end + 1])
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    return isinstance(value, (int, float))
+
+
+def check_field(req: JsonRequest, key: str, kind: str, obj: dict[str, Any]) -> str | None:
+    if key not in obj:
+        return f"missing key {key!r}"
+    value = obj[key]
+    if not _type_ok(value, kind):
+        return f"{key!r} should be {kind}, got {type(value).__name__}"
+    if kind in ("number", "integer"):
+        if not any(abs(_num(n) - float(value)) < 1e-9 for n in req.numbers):
+            return f"{key!r} = {value} is not a number in the request"
+    elif kind == "string":
+        if not value.strip() or value.strip().lower() not in req.record.lower():
+            return f"{key!r} = {value!r} does not occur in the request"
+    return None
+
+
+def check_object(req: JsonRequest, obj: dict[str, Any] | None) -> dict[str, str | None]:
+    """A verdict per required key (None = verified); ``"*"`` names extra keys or a non-object."""
+    if obj is None:
+        return {"*": "not a JSON object"}
+    verdicts: dict[str, str | None] = {k: check_field(req, k, t, obj) for k, t in req.fields}
+    extra = set(obj) - set(req.keys)
+    if extra:
+        verdicts["*"] = f"keys not asked for: {', '.join(sorted(extra))}"
+    return verdicts
+
+
+def rebind(cached: JsonRequest, old: dict[str, Any], req: JsonRequest) -> dict[str, Any]:
+    """The cached object adapted to ``req`` without a model. Requests with the same frame have the
+    same value slots, so a value that was the k-th number (or quoted string) of the cached request
+    becomes the k-th of this one; a value written literally in the shared frame stays. Keys are
+    matched by name, else by position when the key lists have the same length and types (a rename).
+    Keys that cannot be filled this way (new keys, ambiguous values, changed types) are left out:
+    the checks then mark them missing and only they are patched."""
+    by_name = {k: k for k, _ in req.fields if k in old}
+    if len(cached.fields) == len(req.fields):
+        for (ok, ot), (nk, nt) in zip(cached.fields, req.fields):
+            if nk not in by_name and ok in old and ot == nt and ok not in req.keys:
+                by_name[nk] = ok
+    out: dict[str, Any] = {}
+    types = dict(req.fields)
+    for new_key, old_key in by_name.items():
+        value = old[old_key]
+        if types[new_key] != dict(cached.fields).get(old_key):
+            continue  # the type changed: let the patch write it
+        bound = _rebind_value(cached, value, req)
+        if bound is not _UNBOUND:
+            out[new_key] = bound
+    return out
+
+
+_UNBOUND = object()
+
+
+def _rebind_value(cached: JsonRequest, value: Any, req: JsonRequest) -> Any:
+    if isinstance(value, bool):
+        return value if len(cached.numbers) == len(req.numbers) else _UNBOUND
+    if isinstance(value, (int, float)):
+        slots = [i for i, n in enumerate(cached.numbers) if abs(_num(n) - float(value)) < 1e-9]
+        if len(slots) != 1 or len(cached.numbers) != len(req.numbers):
+            return _UNBOUND  # ambiguous or not from the record
+        new = _num(req.numbers[slots[0]])
+        return int(new) if isinstance(value, int) and new.is_integer() else new
+    if isinstance(value, str):
+        slots = [i for i, s in enumerate(cached.strings) if s.strip().lower() == value.strip().lower()]
+        if len(slots) == 1 and len(cached.strings) == len(req.strings):
+            return req.strings[slots[0]]
+        if not slots and value.strip() and value.lower() in req.record.lower() \
+                and not any(value.lower() in s.lower() for s in cached.strings):
+            return value  # part of the frame both requests share
+        return _UNBOUND
+    return _UNBOUND
+
+
+def render(req: JsonRequest, obj: dict[str, Any]) -> str:
+    """The object with exactly the required keys, in the order asked for."""
+    return json.dumps({k: obj[k] for k in req.keys if k in obj}, ensure_ascii=False)
