@@ -239,7 +239,12 @@ def _chains(step: str, variable: str) -> list[str]:
     """The 'A = B = C' runs in a step (math characters and the unknown only; prose is ignored)."""
     out = []
     for m in re.finditer(_math_run(variable), step):
-        text = re.sub(r"^[.\s]+|[.\s]+$", "", m.group(0))  # sentence full stops around the equation
+        # sentence full stops, and a bracket opened or closed by the prose around the equation
+        text = re.sub(r"^[.\s)]+|[.\s(]+$", "", m.group(0))
+        while text.count(")") > text.count("(") and text.endswith(")"):
+            text = text[:-1].rstrip()
+        while text.count("(") > text.count(")") and text.startswith("("):
+            text = text[1:].lstrip()
         if all(part.strip() for part in text.split("=")):
             out.append(text)
     return out
