@@ -144,7 +144,15 @@ def test_json_checks_types_required_keys_and_values_from_the_request():
     assert "should be number" in v["price"] and "not a number in the request" in v["stock"]
     assert "keys not asked for" in v["*"]
     assert "missing" in jsontask.check_object(req, {"name": "Desk Lamp"})["price"]
-    assert "does not occur" in jsontask.check_object(req, dict(good, name="Chair"))["name"]
+    assert "not one of the request's values" in jsontask.check_object(req, dict(good, name="Chair"))["name"]
+
+
+@pytest.mark.parametrize("value,ok", [("Desk Lamp", True), ("desk lamp", True), ("Desk", False),
+                                      ("Desk Lamp costs", False), ("3", True), ("3 units", False),
+                                      ("24.5", True), ("dollars", True), ("", False)])
+def test_a_string_value_must_be_a_whole_value_of_the_record(value, ok):
+    req = jsontask.parse_request(PRODUCT.replace('"name" (string)', '"name" (string), "note" (string)'))
+    assert (jsontask.check_field(req, "note", "string", {"note": value}) is None) is ok
     assert jsontask.check_object(req, None) == {"*": "not a JSON object"}
 
 

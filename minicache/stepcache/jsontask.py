@@ -99,10 +99,28 @@ def check_field(req: JsonRequest, key: str, kind: str, obj: dict[str, Any]) -> s
     if kind in ("number", "integer"):
         if not any(abs(_num(n) - float(value)) < 1e-9 for n in req.numbers):
             return f"{key!r} = {value} is not a number in the request"
-    elif kind == "string":
-        if not value.strip() or value.strip().lower() not in req.record.lower():
-            return f"{key!r} = {value!r} does not occur in the request"
+    elif kind == "string" and not _string_from_record(req, value):
+        return f"{key!r} = {value!r} is not one of the request's values"
     return None
+
+
+def _string_from_record(req: JsonRequest, value: str) -> bool:
+    """A string value must be a whole value of the record: a quoted string, a number as written (a
+    number asked for as a string), or else words of the record that hold no number and do not cut
+    into a quoted value ("2 people" for the number 2, or "Desk" for "Desk Lamp", are refused)."""
+    v = value.strip().lower()
+    if not v:
+        return False
+    quoted = [q.strip().lower() for q in req.strings]
+    if v in quoted or v in (n.lower() for n in req.numbers):
+        return True
+    try:
+        if any(abs(_num(n) - float(v.replace(",", ""))) < 1e-9 for n in req.numbers):
+            return True
+    except ValueError:
+        pass
+    return (v in req.record.lower() and not re.search(r"\d", v)
+            and not any(v in q or q in v for q in quoted))
 
 
 def check_object(req: JsonRequest, obj: dict[str, Any] | None) -> dict[str, str | None]:
