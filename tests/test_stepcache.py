@@ -266,6 +266,10 @@ def test_json_one_shot_repair_after_a_failed_patch(tmp_path):
     out = sc.solve(PRODUCT)
     assert out.verified and "one-shot repair" in out.reason and len(target.calls) == 3
     assert "previous answer was wrong" in target.calls[2].messages[-1].content
+    # the last repair may only choose among the record's values
+    props = target.calls[2].options.json_schema["properties"]
+    assert props["price"]["enum"] == [24.5, 3] and props["stock"]["enum"] == [3]
+    assert props["name"]["enum"] == ["Desk Lamp", "Northwind", "24.50", "3"]
 
 
 def test_unverified_outputs_are_not_recorded_for_reuse(tmp_path):

@@ -219,11 +219,11 @@ class StepCache:
             patched = len(failing)
             kept.update({k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing})
         verdicts = jsontask.check_object(req, kept)
-        if any(verdicts.values()):  # one-shot repair: the whole object, with what was wrong
+        if any(verdicts.values()):  # one-shot repair: the whole object, with what was wrong, values from the record
             problems = "; ".join(v for v in verdicts.values() if v)
             prompt = req.text + f"\n\nA previous answer was wrong: {problems}. Reply with the corrected JSON object."
             out = self._complete([Message("system", JSON_SYSTEM), Message("user", prompt)], self.config.max_tokens,
-                                 schema=req.schema())
+                                 schema=req.schema(from_record=True))
             tokens += out.prompt_tokens + out.completion_tokens
             patched = len(req.keys)
             kept = jsontask.parse_object(out.text) or {}

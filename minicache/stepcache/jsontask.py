@@ -33,11 +33,25 @@ class JsonRequest:
     def keys(self) -> list[str]:
         return [k for k, _ in self.fields]
 
-    def schema(self, only: list[str] | None = None) -> dict[str, Any]:
-        """The JSON schema for schema-constrained generation (all keys required, nothing else)."""
+    def schema(self, only: list[str] | None = None, *, from_record: bool = False) -> dict[str, Any]:
+        """The JSON schema for schema-constrained generation (all keys required, nothing else).
+
+        ``from_record`` also limits each value to the record's values (an ``enum``): numbers to the
+        numbers written in it, strings to its quoted values and numbers as written, when it has any.
+        Used for the last repair, when the checks already refused what the model wrote freely."""
         keys = [(k, t) for k, t in self.fields if only is None or k in only]
-        return {"type": "object", "properties": {k: {"type": t} for k, t in keys},
-                "required": [k for k, _ in keys], "additionalProperties": False}
+        props: dict[str, Any] = {}
+        for k, t in keys:
+            props[k] = {"type": t}
+            if from_record and t in ("number", "integer"):
+                values = [_num(n) for n in self.numbers]
+                values = [int(v) for v in values if v.is_integer()] if t == "integer" else values
+                if values:
+                    props[k]["enum"] = list(dict.fromkeys(values))
+            elif from_record and t == "string" and self.strings:
+                props[k]["enum"] = list(dict.fromkeys(self.strings + self.numbers))
+        return {"type": "object", "properties": props, "required": [k for k, _ in keys],
+                "additionalProperties": False}
 
 
 def _num(text: str) -> float:
