@@ -18,8 +18,11 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
              f"Command: `{results['config']['command']}`", "",
              f"Machine: {results['machine'].get('cpu', '?')}, {results['machine'].get('cpus')} CPUs, "
              f"Python {results['machine'].get('python')}", "",
-             "Numeric answers: `math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`; actions: equal max_price "
-             "and >= 50% of the gold keywords' content words.", "",
+             ("Outputs: the task check (the requested final line with the gold solution; exactly the required JSON "
+              "keys, types and values) and the stitched-output integrity check (every equation in every step holds; "
+              "the whole response one JSON object)." if results["config"]["dataset"] == "stepcache-micro" else
+              "Numeric answers: `math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`; actions: equal max_price "
+              "and >= 50% of the gold keywords' content words."), "",
              "| method | n | accuracy | hit rate | wrong hits | mean latency | p50 | p95 | hit p50 | target tokens | "
              f"speedup vs {ref_name} (mean latency) | target tokens per request vs {ref_name} |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
