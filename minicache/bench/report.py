@@ -24,7 +24,8 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
               "Numeric answers: `math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`; actions: equal max_price "
               "and >= 50% of the gold keywords' content words."), "",
              "| method | n | accuracy | hit rate | wrong hits | mean latency | p50 | p95 | hit p50 | target tokens | "
-             f"speedup vs {ref_name} (mean latency) | target tokens per request vs {ref_name} |",
+             f"speedup vs {ref_name or '(no baseline run)'} (mean latency) | target tokens per request vs "
+             f"{ref_name or '(no baseline run)'} |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, m in methods.items():
         lat = m["latency_s"]
