@@ -161,6 +161,10 @@ def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | N
     return value
 
 
+_ROUTE_COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks",
+                   "step-reuse": "step_reuse", "step-patch": "step_patch", "step-skip": "step_skip"}
+
+
 class MiniCache:
     """Parameterized program cache in front of a target model, with a small model for extraction."""
 
@@ -214,12 +218,20 @@ class MiniCache:
         assert question is not None
         if mode not in ("auto", "program", "step"):
             raise InvalidRequest(f"mode must be auto, program or step, not {mode!r}")
-        if mode == "step" or (mode == "auto" and context is None and parse_step_task(question) is not None):
-            return self._solve_steps(question, tenant, began, no_cache=no_cache, no_store=no_store,
-                                     force_refresh=force_refresh)
+        step_request = None
+        if mode == "step" or (mode == "auto" and context is None):
+            step_request = parse_step_task(question)
+            if step_request is None and mode == "step":
+                raise InvalidRequest("mode=step needs a request StepCache can verify: 'solve <one linear equation>' "
+                                     "or a JSON object with typed required keys "
+                                     "(\"key\" (string|number|integer|boolean))")
         try:
-            result = self._serve(question, context, group, tenant, no_cache=no_cache, no_store=no_store,
-                                 force_refresh=force_refresh)
+            if step_request is not None:
+                result = self._solve_steps(question, step_request, tenant, no_store=no_store,
+                                           reuse=not (no_cache or force_refresh))
+            else:
+                result = self._serve(question, context, group, tenant, no_cache=no_cache, no_store=no_store,
+                                     force_refresh=force_refresh)
         except BaseException:
             if not no_store:
                 self.store.bump(tenant, "requests")
@@ -228,9 +240,9 @@ class MiniCache:
         finally:
             self.router.forget_pending(tenant, question)
         if not no_store:
-            # Counted together at the end, so that requests == hits + misses + fallbacks + errors.
+            # Counted together at the end, so that requests == the routes' counters + errors.
             self.store.bump(tenant, "requests")
-            self.store.bump(tenant, {"hit": "hits", "miss": "misses", "fallback": "fallbacks"}[result.route])
+            self.store.bump(tenant, _ROUTE_COUNTERS[result.route])
             if result.tokens["target"]:
                 self.store.bump(tenant, "target_tokens", result.tokens["target"])
         result.timings["total_s"] = time.perf_counter() - began
@@ -262,25 +274,9 @@ class MiniCache:
             result.route, result.fallback_reason = "fallback", fallback_reason
         return result
 
-    def _solve_steps(self, question: str, tenant: str, began: float, *, no_cache: bool, no_store: bool,
-                     force_refresh: bool) -> SolveResult:
-        if parse_step_task(question) is None:
-            raise InvalidRequest("mode=step needs a request StepCache can verify: 'solve <one linear equation>' "
-                                 "or a JSON object with typed required keys (\"key\" (string|number|integer|boolean))")
-        try:
-            out = self.steps.solve(question, tenant, record=not no_store, reuse=not (no_cache or force_refresh))
-        except BaseException:
-            if not no_store:
-                self.store.bump(tenant, "requests")
-                self.store.bump(tenant, "errors")
-            raise
-        if not no_store:
-            self.store.bump(tenant, "requests")
-            self.store.bump(tenant, out.route.replace("-", "_"))
-            if out.tokens:
-                self.store.bump(tenant, "target_tokens", out.tokens)
-        timings = dict(out.timings, total_s=time.perf_counter() - began)
-        return SolveResult(answer=out.answer, route=out.route, group=f"step:{out.task}", timings=timings,
+    def _solve_steps(self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool) -> SolveResult:
+        out = self.steps.solve(question, tenant, record=not no_store, reuse=reuse, request=request)
+        return SolveResult(answer=out.answer, route=out.route, group=f"step:{out.task}", timings=dict(out.timings),
                            tokens={"target": out.tokens, "small": 0}, fallback_reason=out.reason or None,
                            answer_text=out.output, output=out.output, steps=out.steps, verified=out.verified,
                            solver_fallback=out.solver_fallback, reused_from=out.reused_from)

@@ -45,6 +45,11 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+def embed_request(embedder: Embedder, question: str) -> np.ndarray:
+    """The vector a request is compared by: its skeleton (values masked), embedded, as float32."""
+    return embedder.embed([skeleton(question)])[0].astype(np.float32)
+
+
 @dataclass
 class RouteDecision:
     group_id: str
@@ -72,7 +77,7 @@ class Router:
             self._pending[tenant] = [p for p in items if p[1] != question]
 
     def embed_request(self, question: str) -> np.ndarray:
-        return self.embedder.embed([skeleton(question)])[0].astype(np.float32)
+        return embed_request(self.embedder, question)
 
     def route(self, tenant: str, question: str, group: str | None = None) -> RouteDecision:
         vector = self.embed_request(question)

@@ -24,7 +24,6 @@ Only verified outputs are recorded for later reuse.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,7 @@ import numpy as np
 
 from ..errors import BackendError, MiniCacheError
 from ..models.base import GenerationOptions, Message, ModelBackend
-from ..routing import Embedder, skeleton
+from ..routing import Embedder, embed_request
 from ..store.base import StepRecord, Store, new_id
 from . import jsontask, linear, steps as stepsmod
 
@@ -89,25 +88,27 @@ class StepCache:
         self.config = config or StepConfig()
 
     # ------------------------------------------------------------------------------------------
-    def solve(self, question: str, tenant: str = "default", *, record: bool = True, reuse: bool = True) -> StepOutcome:
-        """Serve one request; ``reuse=False`` generates in full (still checked, patched and recorded)."""
-        req = parse(question)
+    def solve(self, question: str, tenant: str = "default", *, record: bool = True, reuse: bool = True,
+              request: linear.LinearRequest | jsontask.JsonRequest | None = None) -> StepOutcome:
+        """Serve one request; ``reuse=False`` generates in full (still checked, patched and recorded).
+        ``request`` is ``parse(question)`` when the caller has already parsed it."""
+        req = request or parse(question)
         if req is None:
             raise NotAStepTask("not a request StepCache can verify: it handles 'solve <linear equation>' and "
                                "JSON objects with typed required keys (\"key\" (string|number|integer|boolean))")
         task = task_of(req)
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        vector = self.embedder.embed([skeleton(question)])[0].astype(np.float32)
-        cached, reason = self._retrieve(tenant, task, req, vector) if reuse else (None, "reuse switched off")
+        vector = embed_request(self.embedder, question)
+        cached, old, reason = self._retrieve(tenant, task, req, vector) if reuse else (None, None, "reuse switched off")
         timings["retrieve_s"] = time.perf_counter() - t
         t = time.perf_counter()
         if cached is None:
             outcome = self._generate(req, reason)
         elif task == "linear":
-            outcome = self._reuse_linear(req, cached)
+            outcome = self._reuse_linear(req, cached, old)
         else:
-            outcome = self._reuse_json(req, cached)
+            outcome = self._reuse_json(req, cached, old)
         timings["generate_s" if outcome.route == "step-skip" else "adapt_s"] = time.perf_counter() - t
         outcome.timings.update(timings)
         if record and outcome.verified and outcome.route != "step-reuse":
@@ -115,26 +116,26 @@ class StepCache:
                                                   request=question, steps=outcome.steps, embedding=vector))
         return outcome
 
-    def _retrieve(self, tenant: str, task: str, req: Any, vector: np.ndarray) -> tuple[StepRecord | None, str]:
+    def _retrieve(self, tenant: str, task: str, req: Any, vector: np.ndarray) -> tuple[StepRecord | None, Any, str]:
+        """The cached record to reuse and its parsed request, or (None, None, why reuse is skipped)."""
         records = [r for r in self.store.step_records(tenant, task) if r.embedding is not None
                    and len(r.embedding) == len(vector)]
         if not records:
-            return None, "nothing cached for this task yet"
+            return None, None, "nothing cached for this task yet"
         sims = np.stack([r.embedding for r in records]) @ vector
         close = [(float(s), r) for s, r in zip(sims, records) if s >= self.config.threshold]
         if not close:
-            return None, f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
-        same = [(s, r) for s, r in close if r.frame == req.frame]
+            return None, None, f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
+        same = [(s, r, parse(r.request)) for s, r in close if r.frame == req.frame]
         if not same:
             best = max(close, key=lambda x: x[0])[1]
-            return None, "semantic change: " + _difference(parse(best.request), req)
+            return None, None, "semantic change: " + _difference(parse(best.request), req)
         # the closest output schema first (a reuse with no patch), then the closest wording
-        return max(same, key=lambda x: (_schema_score(parse(x[1].request), req), x[0]))[1], ""
+        _, record, old = max(same, key=lambda x: (_schema_score(x[2], req), x[0]))
+        return record, old, ""
 
     # -- linear equations ---------------------------------------------------------------------
-    def _reuse_linear(self, req: linear.LinearRequest, cached: StepRecord) -> StepOutcome:
-        old = linear.parse_request(cached.request)
-        assert old is not None
+    def _reuse_linear(self, req: linear.LinearRequest, cached: StepRecord, old: linear.LinearRequest) -> StepOutcome:
         steps = linear.lift_steps(old, cached.steps, req)
         verdicts = linear.check_steps(req, steps)
         if not any(verdicts):
@@ -192,11 +193,9 @@ class StepCache:
                            tokens=tokens)
 
     # -- JSON --------------------------------------------------------------------------------
-    def _reuse_json(self, req: jsontask.JsonRequest, cached: StepRecord) -> StepOutcome:
-        old_req = jsontask.parse_request(cached.request)
+    def _reuse_json(self, req: jsontask.JsonRequest, cached: StepRecord, old: jsontask.JsonRequest) -> StepOutcome:
         old_obj = jsontask.parse_object(cached.steps[0]) if cached.steps else None
-        assert old_req is not None
-        obj = jsontask.rebind(old_req, old_obj or {}, req)
+        obj = jsontask.rebind(old, old_obj or {}, req)
         verdicts = jsontask.check_object(req, obj)
         if not any(verdicts.values()):
             return self._json_outcome(req, obj, "step-reuse", reused_from=cached.id)
@@ -272,10 +271,8 @@ def _schema_score(old: Any, new: Any) -> float:
 def _difference(old: Any, new: Any) -> str:
     """Why two requests of one task are not the same computation (for the skip reason)."""
     if isinstance(new, linear.LinearRequest) and isinstance(old, linear.LinearRequest):
-        o = re.sub(r"\d+(?:\.\d+)?", "N", linear._format_mask(old.equation, old.variable)).replace(" ", "")
-        n = re.sub(r"\d+(?:\.\d+)?", "N", linear._format_mask(new.equation, new.variable)).replace(" ", "")
-        if o != n:
-            return f"another equation form or operation ({o} vs {n})"
+        if old.form != new.form:
+            return f"another equation form or operation ({old.form} vs {new.form})"
         return "the request around the equation differs"
     return "the request's wording or record layout differs"
 

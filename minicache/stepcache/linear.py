@@ -135,6 +135,7 @@ class LinearRequest:
     answer_format: str  # e.g. "x = <value>", "Answer: <value>", '{"x": <value>}'
     constants: list[Fraction] = field(default_factory=list)  # the equation's numbers, in order
     frame: str = ""  # the request with numbers, the unknown and the answer format masked
+    form: str = ""  # the equation with numbers and the unknown masked, e.g. "NV+N=N"
 
     @property
     def solution(self) -> Fraction:
@@ -195,7 +196,7 @@ def parse_request(text: str) -> LinearRequest | None:
     frame = body[: m.start()] + " <EQ " + masked_eq + "> " + body[m.end():]
     frame = _NUMBER.sub("N", _format_mask(frame, variable))
     frame = re.sub(r"\s+", " ", frame).strip()
-    return LinearRequest(text, variable, equation, lhs, rhs, fmt, constants, frame)
+    return LinearRequest(text, variable, equation, lhs, rhs, fmt, constants, frame, masked_eq)
 
 
 def solve(req: LinearRequest) -> Fraction:

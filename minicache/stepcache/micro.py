@@ -99,10 +99,6 @@ BASE_FORMS = [("{a}{v} + {b} = {c}", _f1), ("{a}{v} - {b} = {c}", _f2), ("{a}{v}
               ("{c} - {a}{v} = {b}", _f10)]
 
 
-def _g(template: str, build):
-    return template, build
-
-
 # Forms no base prompt has: the semantic changes ("another operation").
 CHANGED_FORMS = [
     ("{a}{v} + {b}{v} = {c}", lambda r: (lambda s, a, b: dict(a=a, b=b, c=(a + b) * s, s=s))(r.randint(2, 9), *_ints(r, 2))),
