@@ -22,7 +22,8 @@ from .errors import BackendError, MiniCacheError
 from .extraction import ExtractionError, Extractor, candidate_values, learn_rules, valid_rule
 from .models.base import GenerationOptions, Message, ModelBackend
 from .programs import extract_code
-from .prompts import pot_messages
+from .lifting import lift, own_values, program_inputs
+from .prompts import plain_pot_messages
 from .routing import Embedder, Router
 from .sandbox import SandboxError, SandboxPool, SandboxViolation
 from .stepcache import StepCache, StepConfig
@@ -47,9 +48,10 @@ class EngineConfig:
     max_failures: int = 3  # in-service failures before an entry is evicted
     max_build_failures: int = 3  # failed builds before a group is marked uncacheable ...
     uncacheable_s: float = 3600.0  # ... for this long
-    build_retries: int = 1  # target generalization attempts per build, after the stored programs
+    build_candidates: int = 2  # the group's own programs (lifted) validated per build, best first ...
+    build_retries: int = 1  # ... then this many target generalization attempts
     background_builds: bool = True
-    lookup_draft: bool = False  # draft the miss program from the group's program (bench-spec decides)
+    lookup_draft: bool = False  # draft the miss program from the group's last program (bench-spec decides)
     use_rules: bool = True
     use_choice: bool = True
     route_threshold: float = 0.80
@@ -100,11 +102,18 @@ def format_answer(value: Any, question: str) -> str:
             n = _WORD_NUM.get(digits) or int(digits)
             return f"{value:.{n}f}"
         return f"{value:.10g}" if isinstance(value, float) else str(value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 
 def check_answer(value: Any) -> Any:
-    """Answers must be finite numbers (or short strings)."""
+    """Answers must be finite numbers, short strings, or a small flat object of those (an action
+    such as ``{"keywords": "red shoes", "max_price": 40}``)."""
+    if isinstance(value, dict):
+        if not 0 < len(value) <= 20 or len(json.dumps(value)) > 2000:
+            raise SandboxError("program returned an object that is empty or too large", kind="result")
+        return {str(k): check_answer(v) for k, v in value.items()}
     if isinstance(value, bool) or value is None:
         raise SandboxError(f"program returned {value!r}, not a number", kind="result")
     if isinstance(value, (int, float)):
@@ -138,6 +147,10 @@ def shared_prefix(texts: list[str], minimum: int = 40) -> str:
     return prefix if len(prefix) >= minimum else ""
 
 
+def _strip_prefix(text: str, prefix: str) -> str:
+    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
+
 def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | None:
     if value is None:
         if required:
@@ -159,6 +172,17 @@ def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | N
     if len(value) > limit:
         raise InvalidRequest(f"{what} is {len(value):,} characters; the limit is {limit:,}")
     return value
+
+
+@dataclass
+class _Candidate:
+    """A program a build may turn into an entry, and where its defaults (one request's values) came from."""
+
+    kind: str  # "lifted" (a plain miss program, lifted) | "miss-program" (already parameterized) | "target-build"
+    source: str
+    origin: Example
+    score: int = 0  # model-free agreements minus disagreements with the group's other examples
+    agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (request text, values) that agreed
 
 
 _ROUTE_COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks",
@@ -310,20 +334,15 @@ class MiniCache:
             self.events.append({"event": "evict", "group": entry.group_id, "entry": entry.id, "failures": failures})
 
     # -- miss -------------------------------------------------------------------------------------
-    def _best_program(self, tenant: str, group_id: str) -> str | None:
-        entry = self.store.active_entry(tenant, group_id)
-        if entry:
-            return entry.program
-        examples = self.store.examples(tenant, group_id)
-        return examples[-1].program if examples else None
-
     def _miss(self, group_id: str, question: str, context: str | None, timings: dict[str, float], tenant: str,
               *, record: bool, new_group: bool, label: str | None) -> SolveResult:
-        reference = None if new_group else self._best_program(tenant, group_id)
-        messages = pot_messages(question, context)
-        if reference:
-            messages[1] = Message("user", messages[1].content + "\n\nA program written for a similar request "
-                                  f"(adapt it; keep the parameter names if they fit):\n```python\n{reference.strip()}\n```")
+        """Plain program-of-thought: the same request the PoT baseline makes, so a miss costs one PoT
+        call and is as accurate. The build lifts these programs into parameterized ones later."""
+        reference = None
+        if self.config.lookup_draft and not new_group:
+            examples = self.store.examples(tenant, group_id)
+            reference = examples[-1].program if examples else None
+        messages = plain_pot_messages(question, context)
         tokens = {"target": 0, "small": 0}
         target_s = sandbox_s = 0.0
         error = None
@@ -333,7 +352,7 @@ class MiniCache:
             t = time.perf_counter()
             try:
                 out = self.target.complete(messages, GenerationOptions(
-                    max_tokens=self.config.miss_max_tokens, draft="lookup" if (reference and self.config.lookup_draft) else None,
+                    max_tokens=self.config.miss_max_tokens, draft="lookup" if reference else None,
                     draft_text=reference))
             except BackendError as exc:
                 raise SolveError(f"target model failed: {exc}") from exc
@@ -349,16 +368,12 @@ class MiniCache:
             except (SandboxError, SandboxViolation) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 messages = messages + [Message("assistant", out.text), Message(
-                    "user", f"That program failed: {exc}. Write the corrected ```python block with def solve(...).")]
+                    "user", f"That program failed: {exc}. Write the corrected ```python block with def solve().")]
         timings["target_s"] = target_s
         timings["sandbox_s"] = sandbox_s
         if error is not None:
             raise SolveError(f"the target's program failed twice: {error}")
-        variables: dict[str, Any] = {}
-        try:
-            variables = parse_signature(code).defaults
-        except ProgramShapeError:
-            pass
+        variables = program_inputs(code, _request_text(question, context))
         if record:
             t = time.perf_counter()
             self.store.ensure_group(tenant, group_id, label=label)
@@ -402,7 +417,7 @@ class MiniCache:
         for f in futures:
             f.result(timeout=timeout)
 
-    def _validate(self, source: str, held: list[Example]) -> dict[str, Any]:
+    def _validate(self, source: str, held: list[Example], origin: Example, prefix: str) -> dict[str, Any]:
         """Run the real hit path (extraction by the small model, then the program) on each held
         example; the candidate passes if enough answers match the ones its examples were served."""
         try:
@@ -410,10 +425,8 @@ class MiniCache:
         except ProgramShapeError as exc:
             return {"ok": False, "error": f"program shape: {exc}"}
         # Candidate choice works only if the values are written in the request: check on the example
-        # this program was written for (its defaults are that request's values).
-        own = next((ex for ex in held if ex.program == source), held[0])
-        prefix = shared_prefix([_request_text(ex.question, ex.context) for ex in held])
-        written = candidate_values(_request_text(own.question, own.context)[len(prefix):])
+        # whose values the program's defaults are.
+        written = candidate_values(_strip_prefix(_request_text(origin.question, origin.context), prefix))
         numeric = [v for v in signature.defaults.values() if not isinstance(v, str)]
         mode = "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
         needed = min(self.config.validate_min, len(held))
@@ -422,7 +435,7 @@ class MiniCache:
         for n, ex in enumerate(held):
             if sum(c["match"] for c in checks) + (len(held) - n) < needed:
                 break  # cannot reach the required matches any more
-            text = _request_text(ex.question, ex.context)[len(prefix):]
+            text = _strip_prefix(_request_text(ex.question, ex.context), prefix)
             check: dict[str, Any] = {"example": ex.id, "expected": ex.answer}
             try:
                 extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
@@ -438,6 +451,43 @@ class MiniCache:
         return {"ok": passed >= needed, "template": signature.template, "extraction": mode, "checks": checks,
                 "validated": validated, "passed": passed, "of": len(held), "shared_prefix": prefix}
 
+    def _own_candidates(self, examples: list[Example], prefix: str) -> list[_Candidate]:
+        """The group's own programs as parameterized candidates, best first.
+
+        Each example's program is lifted against its own request (see :mod:`minicache.lifting`). A
+        candidate is then checked against the other examples without any model: where an example's
+        own program lifts to the same parameters, running the candidate on that example's values must
+        give its answer. Candidates are ranked by agreements minus disagreements (the newest first
+        among equals), and the agreeing (request, values) pairs later help learn extraction rules."""
+        texts = {ex.id: _strip_prefix(_request_text(ex.question, ex.context), prefix) for ex in examples}
+        found: list[_Candidate] = []
+        for ex in reversed(examples):
+            try:
+                parse_signature(ex.program)
+                kind, source = "miss-program", ex.program
+            except ProgramShapeError:
+                lifted = lift(ex.program, texts[ex.id])
+                if lifted is None:
+                    continue
+                kind, source = "lifted", lifted.program
+            if all(c.source != source for c in found):
+                found.append(_Candidate(kind, source, ex))
+        for cand in found:
+            defaults = parse_signature(cand.source).defaults
+            for ex in examples:
+                values = defaults if ex is cand.origin else own_values(defaults, ex.program, texts[ex.id])
+                if values is None:
+                    continue
+                try:
+                    agrees = answers_match(check_answer(self.sandbox.run(cand.source, values).value), ex.answer)
+                except (SandboxError, SandboxViolation):
+                    agrees = False
+                cand.score += 1 if agrees else -1
+                if agrees:
+                    cand.agreed.append((texts[ex.id], values))
+        found.sort(key=lambda c: -c.score)
+        return found[: self.config.build_candidates]
+
     def _build(self, tenant: str, group_id: str) -> Entry | None:
         """Build under the group's lease in the store, so two replicas never build one group at once."""
         if not self.store.acquire_build_lease(tenant, group_id, self._owner, self.config.build_lease_s):
@@ -452,15 +502,14 @@ class MiniCache:
     def _build_locked(self, tenant: str, group_id: str) -> Entry | None:
         examples = self.store.examples(tenant, group_id)
         held = examples[-self.config.validate_n:]
-        candidates: list[tuple[str, str]] = []
-        for ex in reversed(examples):  # the most recent parameterized program, then the target's generalization
-            if not candidates and ex.variables:
-                candidates.append(("miss-program", ex.program))
+        # Values that vary cannot be in the boilerplate every request of the group starts with.
+        prefix = shared_prefix([_request_text(ex.question, ex.context) for ex in held])
+        candidates = self._own_candidates(examples, prefix)
         feedback = None
         attempts: list[dict[str, Any]] = []
         while True:
             if candidates:
-                source_kind, source = candidates.pop(0)
+                cand = candidates.pop(0)
             elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
                 try:
                     source, used = generalize(self.target, held, feedback)
@@ -468,26 +517,31 @@ class MiniCache:
                     attempts.append({"source": "target-build", "error": str(exc)})
                     break
                 self.store.bump(tenant, "target_tokens", used)
-                source_kind = "target-build"
+                cand = _Candidate("target-build", source, held[0])  # its defaults: the first example's values
             else:
                 break
-            record = self._validate(source, held)
-            attempts.append({"source": source_kind, "ok": record["ok"], "error": record.get("error")})
+            record = self._validate(cand.source, held, cand.origin, prefix)
+            attempts.append({"source": cand.kind, "ok": record["ok"], "error": record.get("error"),
+                             "agreements": cand.score})
             if record["ok"]:
                 template = record["template"]
-                rules = learn_rules(template, record["validated"]) if self.config.use_rules else {}
-                if len(record["validated"]) < 3:  # positions are only trusted with three agreeing examples
+                pairs = list(record["validated"])
+                pairs += [p for p in cand.agreed if all(p[0] != q[0] for q in pairs)]
+                rules = learn_rules(template, pairs) if self.config.use_rules else {}
+                if len(pairs) < 3:  # positions are only trusted with three agreeing examples
                     rules = {k: r for k, r in rules.items() if r["kind"] != "position"}
-                entry = Entry(id=new_id("ent"), tenant=tenant, group_id=group_id, template=template, program=source,
+                entry = Entry(id=new_id("ent"), tenant=tenant, group_id=group_id, template=template,
+                              program=cand.source,
                               validation={"extraction": record["extraction"], "passed": record["passed"],
                                           "shared_prefix": record["shared_prefix"],
-                                          "of": record["of"], "source": source_kind, "attempts": attempts,
+                                          "of": record["of"], "source": cand.kind, "attempts": attempts,
+                                          "rule_examples": len(pairs),
                                           "held": [ex.id for ex in held], "at": time.time()},
                               rules=rules)
                 self.store.put_entry(entry)
                 self.store.bump(tenant, "builds_ok")
                 self.events.append({"event": "build", "group": group_id, "entry": entry.id, "ok": True,
-                                    "source": source_kind, "rules": len(rules)})
+                                    "source": cand.kind, "rules": len(rules)})
                 return entry
             failing = [c for c in record.get("checks", []) if not c["match"]]
             feedback = "\n".join(f"- expected {c['expected']}, got {c.get('got', c.get('error'))} with "

@@ -37,7 +37,7 @@ class ProgramSignature:
     defaults: dict[str, Any]
 
 
-def _comments_by_line(source: str) -> dict[int, str]:
+def comments_by_line(source: str) -> dict[int, str]:
     comments: dict[int, str] = {}
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -63,7 +63,7 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
         raise ProgramShapeError("solve must take plain keyword parameters")
     params = args.args + args.kwonlyargs
     defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults) + list(args.kw_defaults)
-    comments = _comments_by_line(source)
+    comments = comments_by_line(source)
     template: list[Variable] = []
     values: dict[str, Any] = {}
     for param, default in zip(params, defaults):
@@ -77,7 +77,7 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
             raise ProgramShapeError(f"default of {param.arg!r} must be a number or string")
         comment = comments.get(param.lineno, "") or comments.get(getattr(default, "end_lineno", 0) or 0, "")
         unit = ""
-        m = _UNIT_HINT.search(comment)
+        m = _UNIT_HINT.search(comment.split(" (in the example: ")[0])  # see lifting.EXAMPLE_MARK
         if m:
             unit = m.group(1).strip()
         kind = "string" if isinstance(value, str) else ("integer" if isinstance(value, int) else "number")
@@ -92,8 +92,12 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
 def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) -> bool:
     """The one numeric tolerance used everywhere: ``math.isclose(a, b, rel_tol=1e-3, abs_tol=0.01)``.
 
-    Non-numeric answers match when their normalized strings are equal.
+    Non-numeric answers match when their normalized strings are equal; objects (actions) when they
+    have the same keys and every value matches.
     """
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b)
+                and all(answers_match(a[k], b[k], rel_tol, abs_tol) for k in a))
     try:
         fa, fb = float(a), float(b)
     except (TypeError, ValueError):

@@ -89,7 +89,16 @@ class Domain:
     def answer(self, *values: int | float) -> float:
         return self.compute(*values)
 
+    def plain_program(self, values: list[int | float]) -> str:
+        """What a target writes for plain PoT: the request's values assigned at the top of solve()."""
+        lines = ["def solve():"]
+        for (name, comment), value in zip(self.params, values):
+            lines.append(f"    {name} = {value!r}  # {comment}")
+        lines.append(f"    return {self.expression}")
+        return "\n".join(lines) + "\n"
+
     def program(self, values: list[int | float]) -> str:
+        """The parameterized program (what a build's generalization writes)."""
         lines = ["def solve("]
         for (name, comment), value in zip(self.params, values):
             lines.append(f"    {name}={value!r},  # {comment}")
@@ -138,7 +147,7 @@ def domain_of(text: str) -> Domain | None:
 
 
 def request_of(messages: list[Message]) -> str:
-    """The request text in a miss-path prompt (see minicache.prompts.pot_messages)."""
+    """The request text in a miss-path prompt (see minicache.prompts.plain_pot_messages)."""
     body = messages[1].content
     if "Request:\n" not in body:
         raise AssertionError(f"not a miss-path prompt: {body[:200]!r}")
@@ -162,11 +171,12 @@ BROKEN_PROGRAM = "def solve(x=1,  # a number\n):\n    return x / 0\n"
 
 
 class FakeTarget(FakeBackend):
-    """Writes the correct parameterized program for a miss-path request (defaults = its numbers).
+    """Writes the correct plain PoT program for a miss-path request (its numbers assigned to names).
 
-    ``mode`` (miss path): "ok" | "broken" (program raises) | "broken_once" (first attempt of each
-    request raises, the retry is fine) | "constant" (a correct answer but a ``solve()`` with no
-    parameters, so nothing to reuse) | "raise" (BackendError).
+    ``mode`` (miss path): "ok" | "parameterized" (a ``def solve(x=...)`` with the request's values as
+    defaults) | "broken" (program raises) | "broken_once" (first attempt of each request raises, the
+    retry is fine) | "constant" (a correct answer returned as one number, so nothing to lift) |
+    "raise" (BackendError).
     ``build_mode`` (generalization calls from a build): "ok" | "broken" | "raise".
     """
 
@@ -196,7 +206,9 @@ class FakeTarget(FakeBackend):
             return f"```python\n{BROKEN_PROGRAM}```"
         if self.mode == "constant":
             return f"```python\ndef solve():\n    return {domain.answer(*values)!r}\n```"
-        return f"Here is the program.\n```python\n{domain.program(values)}```\n"
+        if self.mode == "parameterized":
+            return f"Here is the program.\n```python\n{domain.program(values)}```\n"
+        return f"Here is the program.\n```python\n{domain.plain_program(values)}```\n"
 
     def _build(self, messages: list[Message]) -> Any:
         if self.build_mode == "raise":

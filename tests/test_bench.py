@@ -8,7 +8,7 @@ import pytest
 
 from minicache.bench import run_benchmark
 from minicache.bench.data import action_matches, load_jsonl, select, webshop_gold
-from minicache.bench.runner import group_purity, percentile, summarize
+from minicache.bench.runner import group_purity, percentile, route_breakdown, summarize
 from minicache.sandbox import SandboxPool
 from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 
@@ -30,6 +30,23 @@ def test_summary_metrics_on_a_known_stream():
     assert s["latency_s"]["p50"] == pytest.approx(0.4)
     assert s["hit_latency_s"]["p50"] == pytest.approx(0.3)
     assert s["tokens"] == {"target": 220, "small": 30}
+
+
+def test_route_breakdown_splits_hits_by_extraction_and_compares_pot_on_the_same_requests():
+    def mc(i, route, extraction, correct, latency):
+        return {"id": i, "route": "hit" if route == "hit" else "miss", "correct": correct, "latency_s": latency,
+                "detail": {"route": route, "extraction": extraction}}
+
+    rows = [mc(1, "miss", None, True, 4.0), mc(2, "hit", "rule", True, 0.1), mc(3, "hit", "rule", False, 0.3),
+            mc(4, "hit", "choice", True, 1.5), mc(5, "fallback", None, False, 6.0)]
+    pot = [{"id": i, "correct": i != 3, "latency_s": 3.0 + i} for i in range(1, 6)]
+    table = {b["route"]: b for b in route_breakdown(rows, pot)}
+    assert list(table) == ["hit (choice)", "hit (rule)", "fallback", "miss"]
+    assert (table["hit (rule)"]["n"], table["hit (rule)"]["accuracy"]) == (2, 0.5)
+    assert table["hit (rule)"]["latency_mean"] == pytest.approx(0.2)
+    assert table["hit (rule)"]["baseline_accuracy"] == 0.5  # pot got request 3 wrong too
+    assert table["hit (rule)"]["baseline_latency_mean"] == pytest.approx(5.5)
+    assert table["fallback"]["baseline_n"] == 1 and table["miss"]["accuracy"] == 1.0
 
 
 def test_percentile_interpolates_between_ranks():
@@ -104,7 +121,9 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     assert set(methods["pot"]["throughput_rps"]) == {"1", "2"}
     lines = (out / "requests.jsonl").read_text().splitlines()
     assert sum(json.loads(x)["method"] in {"pot", "exact", "gptcache", "minicache"} for x in lines) == 48
-    assert (out / "report.md").read_text().count("| pot |") == 2  # main table and throughput table
+    report = (out / "report.md").read_text()
+    assert report.count("| pot |") == 2  # main table and throughput table
+    assert "## Where minicache's time and errors go" in report and "| hit (rule) |" in report
     for png in ("latency_cdf.png", "cold_start.png", "throughput.png", "accuracy_latency.png"):
         assert (out / png).stat().st_size > 1000
     # The rerun read every request back instead of asking the models again.

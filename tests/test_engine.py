@@ -167,6 +167,22 @@ def test_utf8_bytes_question_is_accepted(rig):
     assert result.answer == pytest.approx(1.5)
 
 
+def test_an_action_object_is_an_answer_compared_key_by_key():
+    from minicache.engine import check_answer
+    from minicache.sandbox import SandboxError
+    from minicache.synthesis import answers_match
+
+    action = check_answer({"keywords": "red shoes", "max_price": "40.00"})
+    assert action == {"keywords": "red shoes", "max_price": 40.0}
+    assert format_answer(action, "Write the Search action") == '{"keywords": "red shoes", "max_price": 40.0}'
+    assert answers_match(action, {"keywords": "Red Shoes", "max_price": 40})
+    assert not answers_match(action, {"keywords": "red shoes", "max_price": 41})
+    assert not answers_match(action, {"keywords": "red shoes"}) and not answers_match(action, 40.0)
+    for bad in ({}, {"k": None}, {"k": "x" * 3000}):
+        with pytest.raises(SandboxError):
+            check_answer(bad)
+
+
 def test_answer_text_uses_requested_decimal_places():
     assert format_answer(1.5, "What is X? Round to 2 decimal places.") == "1.50"
     assert format_answer(2 / 3, "Give it to three decimal places") == "0.667"
@@ -187,10 +203,11 @@ def test_entry_is_built_after_build_after_misses_and_next_request_hits(rig):
     entry = entries[0]
     assert entry.group_id == third.group
     assert [v.name for v in entry.template] == ["current_assets", "current_liabilities"]
-    assert entry.template[0].description == "current assets, dollars"
+    assert entry.template[0].description.startswith("current assets, dollars (in the example: ")
+    assert entry.template[0].unit == "dollars"
     assert entry.validation["extraction"] == "choice"
     assert entry.validation["passed"] >= 2 and entry.validation["of"] == 3
-    assert entry.validation["source"] == "miss-program"
+    assert entry.validation["source"] == "lifted"  # the plain miss programs, lifted
     assert rig.store.get_group("default", third.group).status == "cached"
     assert rig.mc.events[-1]["event"] == "build" and rig.mc.events[-1]["ok"] is True
 
@@ -233,6 +250,61 @@ def test_learned_rules_serve_hits_without_the_small_model(rig):
         assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values))
         assert hit.tokens["small"] == 0
     assert len(rig.small.calls) == calls
+
+
+def test_miss_asks_for_the_same_plain_program_as_the_pot_baseline(rig):
+    from minicache.prompts import plain_pot_messages
+
+    question = CURRENT_RATIO.ask(*CR_VALUES[0])
+    ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    assert rig.target.calls[-1].messages == plain_pot_messages(question)
+
+
+def test_parameterized_miss_programs_become_entries_as_written(make):
+    rig = make(target=FakeTarget(mode="parameterized"))
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    entry = rig.store.active_entry("default", results[0].group)
+    assert entry.validation["source"] == "miss-program"
+    assert entry.program == CURRENT_RATIO.program(list(CR_VALUES[2]))
+    assert rig.target.build_calls == 0
+
+
+class OneWrongTarget(FakeTarget):
+    """Writes a wrong plain program (a sum, not a ratio) for one request, right ones for the others."""
+
+    def __init__(self, wrong: str) -> None:
+        super().__init__()
+        self.wrong = wrong
+
+    def _miss(self, messages):
+        reply = super()._miss(messages)
+        if self.wrong in messages[1].content:
+            reply = reply.replace("current_assets / current_liabilities", "current_assets + current_liabilities")
+        return reply
+
+
+def test_build_prefers_the_program_the_other_examples_agree_with(make):
+    wrong = CURRENT_RATIO.ask(*CR_VALUES[2])
+    rig = make(target=OneWrongTarget(wrong))
+    warm(rig, CURRENT_RATIO, CR_VALUES[:2])
+    last = rig.mc.solve(wrong)  # the newest example: its own program is the wrong one
+    assert last.answer == sum(CR_VALUES[2])
+    entry = rig.store.active_entry("default", last.group)
+    assert "current_assets / current_liabilities" in entry.program
+    # The right program ranked first (2 agreements, 1 disagreement) and passed on 2 of 3 held examples.
+    assert [a["source"] for a in entry.validation["attempts"]] == ["lifted"]
+    assert entry.validation["attempts"][0]["agreements"] == 1
+    assert entry.validation["passed"] == 2
+    assert ask(rig, CURRENT_RATIO, CR_VALUES[3]).route == "hit"
+
+
+def test_the_groups_own_programs_add_examples_to_rule_learning(make):
+    rig = make(build_after=4)
+    results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:4])
+    entry = rig.store.active_entry("default", results[0].group)
+    # 3 held examples validated through the small model, plus the 4th read off its own program.
+    assert entry.validation["of"] == 3 and entry.validation["rule_examples"] == 4
+    assert set(entry.rules) == {"principal", "rate_pct", "years"}
 
 
 def test_unparameterized_miss_programs_are_generalized_by_the_target(make):

@@ -80,6 +80,38 @@ def test_small_model_fills_json_schemas_for_at_least_8_of_10_requests(small_mode
     assert correct >= 8, f"only {correct}/10 extractions were correct"
 
 
+def _grammar_options(schema: dict) -> GenerationOptions:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return GenerationOptions(max_tokens=120, grammar=json_schema_to_gbnf(json.dumps(schema)))
+
+
+def test_enum_choice_decodes_the_same_object_as_the_grammar_sampler_in_fewer_passes(small_model):
+    from minicache.extraction import candidate_values
+
+    for question, props, _expected in EXTRACTION_CASES:
+        enum = {k: {"enum": candidate_values(question)} for k in props}
+        schema = {"type": "object", "properties": enum, "required": list(props), "additionalProperties": False}
+        messages = [Message("system", EXTRACT_SYSTEM + " Variables: " + ", ".join(
+            f"{k}: {v['description']}" for k, v in props.items())), Message("user", question)]
+        by_grammar = small_model.complete(messages, _grammar_options(schema))
+        by_choice = small_model.complete(messages, GenerationOptions(max_tokens=120, json_schema=schema))
+        assert json.loads(by_choice.text) == json.loads(by_grammar.text), question
+        assert by_choice.draft["forward_passes"] < by_grammar.completion_tokens
+
+
+def test_a_restored_system_prefix_gives_the_same_output_as_a_fresh_prompt(small_model):
+    a = [Message("system", EXTRACT_SYSTEM + " Variables: principal, rate_percent, years."),
+         Message("user", EXTRACTION_CASES[1][0])]
+    b = [Message("system", EXTRACT_SYSTEM + " Variables: revenue, cogs."), Message("user", EXTRACTION_CASES[5][0])]
+    opts = GenerationOptions(max_tokens=40)
+    first = small_model.complete(a, opts)
+    small_model.complete(b, opts)  # the KV cache now holds b's prompt
+    again = small_model.complete(a, opts)  # a's system prefix comes back from the saved state
+    assert again.text == first.text
+    assert again.draft["cached_prompt_tokens"] >= len(small_model.tokenize(a[0].content))
+
+
 def test_target_model_writes_a_python_function_that_runs(target_model):
     from minicache.prompts import pot_messages
 

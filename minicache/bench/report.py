@@ -69,6 +69,17 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
                 lat = m["latency_s"]
                 lines.append(f"| {seed} | {name} | {m['n']} | {m['accuracy']:.1%} | {lat['mean']:.2f}s | "
                              f"{lat['p50']:.2f}s | {lat['p95']:.2f}s | {m['tokens']['target']:,} |")
+    if rows.get("minicache") and ref_name == "pot":
+        from .runner import route_breakdown
+
+        lines += ["", "## Where minicache's time and errors go (by route; pot on the same requests)", "",
+                  "| route | n | accuracy | mean latency | p50 | pot accuracy | pot mean latency |",
+                  "|---|---|---|---|---|---|---|"]
+        for b in route_breakdown(rows["minicache"], rows.get("pot")):
+            pot_acc = f"{b['baseline_accuracy']:.1%}" if b["baseline_accuracy"] is not None else "-"
+            pot_lat = f"{b['baseline_latency_mean']:.2f}s" if b["baseline_latency_mean"] is not None else "-"
+            lines.append(f"| {b['route']} | {b['n']} | {b['accuracy']:.1%} | {b['latency_mean']:.2f}s | "
+                         f"{b['latency_p50']:.2f}s | {pot_acc} | {pot_lat} |")
     purity = methods.get("minicache", {}).get("routing")
     if purity:
         lines += ["", f"Routing (minicache, no labels): {purity['groups_formed']} groups formed for {purity['labels']} "

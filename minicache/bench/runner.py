@@ -1,7 +1,9 @@
 """Run methods over a request stream and compute the fixed results contract.
 
 ``DIR/requests.jsonl`` gets one line per (method, request) as soon as it is done, so an interrupted
-run resumes where it stopped (lines already there are read back, not recomputed). Throughput at
+run resumes where it stopped (lines already there are read back, not recomputed). Each line says
+when it started (``started_at``, Unix time), so rows measured while something else loaded the
+machine can be found and measured again. Throughput at
 concurrency C is measured separately: C client threads send ``throughput_requests`` requests of the
 same stream to one warm instance of the method and the wall time is divided out.
 """
@@ -54,8 +56,9 @@ def run_stream(method: Method, stream: list[BenchRequest], out: Path, progress: 
             if key in done:
                 rows.append(done[key])
             else:
+                started = time.time()
                 outcome, seconds = timed(method, r)
-                row = {"method": name, "id": r.id, "group": r.group, "route": outcome.route,
+                row = {"method": name, "id": r.id, "group": r.group, "route": outcome.route, "started_at": started,
                        "answer": outcome.answer, "gold": r.answer, "correct": is_correct(r, outcome.answer),
                        "latency_s": seconds, "tokens": {"target": outcome.target_tokens, "small": outcome.small_tokens},
                        "detail": outcome.detail}
@@ -107,6 +110,30 @@ def _step_paths(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"paths": {k: counts.get(k, 0) / len(rows) for k in ("step-reuse", "step-patch", "step-skip")},
             "solver_fallbacks": sum(bool(d.get("solver_fallback")) for d in details),
             "verified": sum(bool(d.get("verified")) for d in details) / len(rows)}
+
+
+def route_breakdown(rows: list[dict[str, Any]], baseline: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """For minicache rows: requests, accuracy and latency per route (hits split by how the variables
+    were extracted), and the baseline's accuracy and latency on the same requests."""
+    from collections import defaultdict
+
+    base = {str(r["id"]): r for r in baseline or []}
+    buckets: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        detail = r.get("detail") or {}
+        route = detail.get("route") or r["route"]
+        buckets[f"{route} ({detail['extraction']})" if detail.get("extraction") else route].append(r)
+    out = []
+    for name in sorted(buckets, key=lambda k: (not k.startswith("hit"), k)):
+        rs = buckets[name]
+        same = [base[str(r["id"])] for r in rs if str(r["id"]) in base]
+        lat = [r["latency_s"] for r in rs]
+        out.append({"route": name, "n": len(rs), "accuracy": sum(r["correct"] for r in rs) / len(rs),
+                    "latency_mean": statistics.mean(lat), "latency_p50": percentile(lat, 0.5),
+                    "baseline_n": len(same),
+                    "baseline_accuracy": sum(r["correct"] for r in same) / len(same) if same else None,
+                    "baseline_latency_mean": statistics.mean(r["latency_s"] for r in same) if same else None})
+    return out
 
 
 def group_purity(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -9,10 +9,12 @@ same context is used again), which makes a fixed template prefix nearly free on 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,9 @@ from typing import Any
 from ..errors import BackendError, ModelFileError
 from .base import Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from . import fetch
+from .choice import decode_enum_object, enum_fields
+
+PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
 
 
 def _import_llama():
@@ -110,6 +115,8 @@ class LlamaCppBackend:
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"llama.cpp could not load {path}: {exc}") from exc
         self.llm.eval_log = []
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._formatters: dict[bool, Any] = {}
 
     @classmethod
     def embedded(cls, which: str = "target", **kwargs: Any) -> LlamaCppBackend:
@@ -135,6 +142,101 @@ class LlamaCppBackend:
 
     def tokenize(self, text: str) -> list[int]:
         return self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+
+    # -- the prompt as llama-cpp-python's chat handler builds it, and a cache of its system prefix --
+    def _formatter(self, generation_prompt: bool):
+        """The GGUF's own chat template (what ``create_chat_completion`` uses), or None if the model
+        uses another chat format, in which case the fast paths below are skipped."""
+        if generation_prompt not in self._formatters:
+            from llama_cpp import llama_chat_format
+
+            template = self.llm.metadata.get("tokenizer.chat_template")
+            formatter = None
+            if template and self.llm.chat_format == "chat_template.default":
+                eos, bos = self.llm.token_eos(), self.llm.token_bos()
+                formatter = llama_chat_format.Jinja2ChatFormatter(
+                    template=template, eos_token=self.llm._model.token_get_text(eos) if eos != -1 else "",
+                    bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos],
+                    add_generation_prompt=generation_prompt)
+            self._formatters[generation_prompt] = formatter
+        return self._formatters[generation_prompt]
+
+    def _chat_tokens(self, messages: list[Message]) -> tuple[list[int], int] | None:
+        """(prompt tokens, length of the system message's prefix in them), or None without a template."""
+        full, head = self._formatter(True), self._formatter(False)
+        if full is None or head is None:
+            return None
+        rendered = full(messages=[m.as_dict() for m in messages])
+        tokens = self.llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
+        prefix = 0
+        if messages and messages[0].role == "system" and len(messages) > 1:
+            first = head(messages=[messages[0].as_dict()])
+            system = self.llm.tokenize(first.prompt.encode("utf-8"), add_bos=not first.added_special, special=True)
+            if rendered.prompt.startswith(first.prompt) and tokens[:len(system)] == system:
+                prefix = len(system)
+        return tokens, prefix
+
+    def _common_prefix(self, tokens: list[int]) -> int:
+        n = 0
+        for a, b in zip(self.llm.input_ids[:self.llm.n_tokens].tolist(), tokens):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def _load_prefix(self, tokens: list[int], prefix: int) -> None:
+        """Make the KV cache start with the prompt's system prefix, restoring it from a saved state
+        when the last call had another one (entries' extraction prompts alternate on a busy cache)."""
+        if prefix == 0 or self._common_prefix(tokens) >= prefix:
+            return
+        llama_cpp = self._llama_cpp
+        ctx = self.llm._ctx.ctx
+        key = tuple(tokens[:prefix])
+        state = self._states.get(key)
+        if state is not None:
+            self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
+            buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+            if llama_cpp.llama_state_seq_set_data(ctx, buf, len(state), 0) == 0:
+                self.llm.n_tokens = 0
+                return
+            self.llm.input_ids[:prefix] = key
+            self.llm.n_tokens = prefix
+            self._states.move_to_end(key)
+            return
+        self.llm.n_tokens = self._common_prefix(tokens)
+        self.llm.eval(tokens[self.llm.n_tokens:prefix])
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        if written:
+            self._states[key] = bytes(buf[:written])
+            while len(self._states) > PREFIX_STATES:
+                self._states.popitem(last=False)
+
+    def _choose(self, fields: list[tuple[str, list[Any]]], prompt: tuple[list[int], int]) -> Completion:
+        """A JSON object of enum values, decoded greedily with forced tokens batched (see choice.py)."""
+        tokens, prefix = prompt
+        if len(tokens) + 64 * len(fields) > self.llm.n_ctx():
+            raise BackendError(f"{self.name}: prompt of {len(tokens)} tokens exceeds the context window")
+        llama_cpp = self._llama_cpp
+        n_vocab = self.llm.n_vocab()
+
+        def eval_tokens(batch: list[int]):
+            import numpy as np
+
+            self.llm.eval(batch)
+            return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(n_vocab,))
+
+        began = time.perf_counter()
+        self._load_prefix(tokens, prefix)
+        start = min(self._common_prefix(tokens), len(tokens) - 1)
+        self.llm.n_tokens = start
+        out = decode_enum_object(fields, self.tokenize, eval_tokens, tokens[start:])
+        wall = time.perf_counter() - began
+        prefill = wall - out.total_s + out.first_eval_s
+        return Completion(text=out.text, prompt_tokens=len(tokens), completion_tokens=out.completion_tokens,
+                          prefill_s=prefill, decode_s=max(0.0, wall - prefill), finish_reason="stop",
+                          model=self.name, draft={"cached_prompt_tokens": start, "forward_passes": out.evals})
 
     def _drafter(self, kind: DraftKind, draft_text: str | None):
         from .speculative import LookupDrafter, SmallModelDrafter
@@ -167,7 +269,13 @@ class LlamaCppBackend:
         elif opts.grammar is not None:
             kwargs["grammar"] = self._grammar(opts.grammar)
         small_lock = self.drafter_model._lock if (kind == "small" and self.drafter_model) else None
+        fields = enum_fields(opts.json_schema) if opts.json_schema is not None else None
         with self._lock:
+            prompt = self._chat_tokens(messages)
+            if fields is not None and prompt is not None:
+                return self._choose(fields, prompt)
+            if prompt is not None and kind == "none":
+                self._load_prefix(*prompt)
             drafter = self._drafter(kind, opts.draft_text)
             self.llm.draft_model = drafter
             self.llm.spec_window = (self.draft_k if kind == "small" else 8) + 1 if drafter else 1
