@@ -107,13 +107,18 @@ def format_answer(value: Any, question: str) -> str:
     return str(value)
 
 
+def _is_word_list(value: Any) -> bool:
+    return isinstance(value, list) and 0 < len(value) <= 50 and all(isinstance(v, str) for v in value)
+
+
 def check_answer(value: Any) -> Any:
     """Answers must be finite numbers, short strings, or a small flat object of those (an action
     such as ``{"keywords": "red shoes", "max_price": 40}``)."""
     if isinstance(value, dict):
         if not 0 < len(value) <= 20 or len(json.dumps(value)) > 2000:
             raise SandboxError("program returned an object that is empty or too large", kind="result")
-        return {str(k): check_answer(v) for k, v in value.items()}
+        # A list of words as one of its values ("keywords": ["red", "shoes"]) is read as one text.
+        return {str(k): check_answer(" ".join(map(str, v)) if _is_word_list(v) else v) for k, v in value.items()}
     if isinstance(value, bool) or value is None:
         raise SandboxError(f"program returned {value!r}, not a number", kind="result")
     if isinstance(value, (int, float)):

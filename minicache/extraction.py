@@ -36,6 +36,23 @@ _SCALES = {"thousand": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9
 _TOKEN = re.compile(r"[a-z]+")
 
 
+# A string variable whose description says this was lifted from the request's own words (see
+# minicache.lifting); an extracted value for it must be made of the request's words too.
+REQUEST_WORDS = "words taken from the request"
+_TEXT_WORD = re.compile(r"[a-z0-9]{3,}")
+
+
+def check_grounded(template: list[Variable], values: dict[str, Any], text: str) -> None:
+    """Reject a text value with words the request does not contain (a model copying an example)."""
+    words = set(_TEXT_WORD.findall(text.lower()))
+    for v in template:
+        if v.type == "string" and REQUEST_WORDS in v.description:
+            missing = [w for w in _TEXT_WORD.findall(str(values.get(v.name, "")).lower()) if w not in words]
+            if missing or not str(values.get(v.name, "")).strip():
+                raise ExtractionError(f"variable {v.name!r} should be words of the request; "
+                                      f"{', '.join(missing[:5]) or 'it is empty'} not found there")
+
+
 class ExtractionError(MiniCacheError):
     """The template could not be filled for this request (the engine falls back to the miss path)."""
 
@@ -314,7 +331,9 @@ class Extractor:
             raise ExtractionError(f"small model returned invalid JSON: {out.text[:200]!r}") from exc
         if not isinstance(values, dict):
             raise ExtractionError("small model returned JSON that is not an object")
-        return Extraction(check_types(template, values), "choice" if candidates else "free",
+        checked = check_types(template, values)
+        check_grounded(template, checked, text)
+        return Extraction(checked, "choice" if candidates else "free",
                           time.perf_counter() - began, out.prompt_tokens + out.completion_tokens)
 
     def extract(self, entry: Entry, text: str) -> Extraction:

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .extraction import Candidate, find_candidates
+from .extraction import REQUEST_WORDS, Candidate, find_candidates
 from .sandbox import SandboxViolation, check_program
 from .synthesis import ProgramShapeError, comments_by_line, parse_signature
 
@@ -166,13 +166,18 @@ class _Lifter:
         if value not in self.by_source:
             name = self._name(hint, [hint or "text"], False)
             what = self.comments.get(line) or (hint or "text").replace("_", " ")
-            self.params.append((name, value, f"{what}, words taken from the request {EXAMPLE_MARK}{value!r})"))
+            self.params.append((name, value, f"{what}, {REQUEST_WORDS}"))  # no example: the model would copy it
             self.by_source[value] = name
         return ast.Name(self.by_source[value], ast.Load())
 
     def literal(self, node: ast.AST, hint: str | None, *, inline: bool) -> ast.expr | None:
         value = _number(node)
         line = getattr(node, "lineno", 0)
+        if value is None and hint and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:  # {"max_price": "20.00"}: a number written as a string (answers read it as a number)
+                value = float(node.value.replace(",", ""))
+            except ValueError:
+                pass
         if value is not None:
             return None if inline and value in _STRUCTURAL else self.number(value, hint, line)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and (hint or not inline):

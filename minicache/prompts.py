@@ -33,7 +33,8 @@ def pot_messages(question: str, context: str | None = None) -> list[Message]:
 
 
 PLAIN_POT_SYSTEM = """You solve problems by writing Python. Reply with one ```python block that defines `def solve()`
-with no parameters: it computes the answer to the request and returns it as a number. No print, no input.
+with no parameters: it computes the answer to the request and returns it as a number (or, if the request
+asks for a JSON object, as a dict whose values are strings and numbers). No print, no input.
 Use only the math module."""
 
 

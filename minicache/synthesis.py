@@ -92,12 +92,14 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
 def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) -> bool:
     """The one numeric tolerance used everywhere: ``math.isclose(a, b, rel_tol=1e-3, abs_tol=0.01)``.
 
-    Non-numeric answers match when their normalized strings are equal; objects (actions) when they
-    have the same keys and every value matches.
+    Non-numeric answers match when their normalized strings are equal. Objects (actions) match when
+    they have the same keys and every value matches, a text value by its words: at least half of the
+    two values' distinct words shared (Jaccard >= 0.5), since text taken from a request is written
+    in more than one way ("red running shoes" / "running shoes, red").
     """
     if isinstance(a, dict) or isinstance(b, dict):
         return (isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b)
-                and all(answers_match(a[k], b[k], rel_tol, abs_tol) for k in a))
+                and all(_values_match(a[k], b[k], rel_tol, abs_tol) for k in a))
     try:
         fa, fb = float(a), float(b)
     except (TypeError, ValueError):
@@ -105,6 +107,16 @@ def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) 
     if not (math.isfinite(fa) and math.isfinite(fb)):
         return False
     return math.isclose(fa, fb, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+def _values_match(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        try:
+            float(a), float(b)
+        except ValueError:
+            wa, wb = set(re.findall(r"[a-z0-9]+", a.lower())), set(re.findall(r"[a-z0-9]+", b.lower()))
+            return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.5
+    return answers_match(a, b, rel_tol, abs_tol)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,8 +73,15 @@ def test_dict_values_are_named_by_their_keys_and_request_words_become_a_string_p
     assert lifted.defaults == {"keywords": "red running shoes", "max_price": 40}
     template = {v.name: v for v in parse_signature(lifted.program).template}
     assert template["keywords"].type == "string" and template["max_price"].type == "integer"
+    assert template["keywords"].description == "keywords, words taken from the request"  # no example to copy
     assert sandbox.run(lifted.program, {"keywords": "blue hat", "max_price": 10}).value == {
         "keywords": "blue hat", "max_price": 10}
+
+
+def test_a_number_written_as_a_string_becomes_a_number_parameter():
+    source = 'def solve():\n    return {"keywords": "topper birthday cake", "max_price": "20.00"}\n'
+    lifted = lift(source, "i'm looking for a topper for a birthday cake, and price lower than 20.00 dollars")
+    assert lifted.defaults == {"keywords": "topper birthday cake", "max_price": 20}
 
 
 def test_a_string_not_made_of_the_requests_words_stays():
@@ -108,3 +115,16 @@ def test_own_values_reads_another_example_under_the_same_names_only():
     renamed = other.replace("cash_inflow", "flow")
     assert own_values(names, renamed, text) is None
     assert program_inputs("def solve(a=3, b=4):\n    return a + b\n", "") == {"a": 3, "b": 4}
+
+
+def test_an_extracted_text_for_a_lifted_string_must_be_words_of_the_request():
+    from minicache.extraction import ExtractionError, check_grounded
+
+    source = 'def solve():\n    return {"keywords": "red running shoes", "max_price": 40.0}\n'
+    template = parse_signature(lift(source, "i want red running shoes under 40.00 dollars").program).template
+    request = "i need a blue rain jacket, and price lower than 60.00 dollars"
+    check_grounded(template, {"keywords": "blue rain jacket", "max_price": 60}, request)
+    with pytest.raises(ExtractionError, match="running, shoes"):
+        check_grounded(template, {"keywords": "red running shoes", "max_price": 60}, request)
+    with pytest.raises(ExtractionError, match="empty"):
+        check_grounded(template, {"keywords": " ", "max_price": 60}, request)
