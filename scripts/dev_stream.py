@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/dev_stream.py [--groups 6] [--per-group 7] [--seed 3]
 
-`minicache bench --dataset formula --groups 20` takes every second formula of the 50 (in
+`minicache bench --dataset formula --groups 21` takes every second formula of the 50 (in
 ``bench.data.load_formula`` order). This script takes formulas from the other half, streams
 ``--per-group`` requests of each through a cold MiniCache on the embedded models with synchronous
 builds, and prints every request, every build, and a summary per route.
@@ -22,7 +22,7 @@ from minicache.bench.data import is_correct, load_formula
 from minicache.engine import EngineConfig, MiniCache, SolveError
 
 
-def dev_groups(groups: int, benchmark_groups: int = 20) -> list[str]:
+def dev_groups(groups: int, benchmark_groups: int = 21) -> list[str]:
     by: OrderedDict[str, int] = OrderedDict()
     for r in load_formula():
         by[r.group] = by.get(r.group, 0) + 1

@@ -131,6 +131,21 @@ def test_a_repeated_prompt_prefix_reuses_the_kv_cache(small_model):
     assert second.draft["cached_prompt_tokens"] > 100
 
 
+def test_both_models_and_the_embedder_compute_one_at_a_time(small_model, target_model):
+    from minicache.embedding import shared_embedder
+    from minicache.models.base import CPU_LOCK
+
+    assert small_model._lock is CPU_LOCK and target_model._lock is CPU_LOCK
+    embedder = shared_embedder()
+    done = threading.Event()
+    with CPU_LOCK:  # while a model computes, an embedding waits for the cores
+        worker = threading.Thread(target=lambda: (embedder.embed(["current ratio"]), done.set()))
+        worker.start()
+        assert not done.wait(0.5)
+    worker.join(timeout=30)
+    assert done.is_set()
+
+
 def test_concurrent_callers_get_the_same_answers_as_sequential_ones(small_model):
     prompts = [f"Reply with the number {n} and nothing else." for n in (3, 17, 42)]
     opts = GenerationOptions(max_tokens=6)

@@ -16,6 +16,13 @@ from ..errors import ModelRequestsBlocked
 Role = Literal["system", "user", "assistant"]
 
 
+# In-process compute (llama.cpp models, the NumPy embedder) uses every core of the machine. Run at
+# the same time, two such computations only slow each other down (llama.cpp's threads spin while
+# they wait for cores), so they take this one process-wide lock, one after the other. Re-entrant:
+# the target holds it while its drafter (the small model) drafts.
+CPU_LOCK = threading.RLock()
+
+
 @dataclass(frozen=True)
 class Message:
     role: Role

@@ -1,10 +1,21 @@
 """In-process llama.cpp backend (llama-cpp-python), the embedded default.
 
-One :class:`LlamaCppBackend` owns one model instance and one lock: llama.cpp contexts are not
-thread-safe, so concurrent callers queue on the lock instead of corrupting each other's KV cache.
+One :class:`LlamaCppBackend` owns one model instance. llama.cpp contexts are not thread-safe, and
+two models computing at once on the same cores only slow each other down, so every call takes the
+process-wide :data:`~minicache.models.base.CPU_LOCK`: concurrent callers queue instead of
+corrupting a KV cache or thrashing the CPU.
 Greedy decoding is the default; JSON-schema output is enforced by a grammar; the KV cache of the
 previous call is reused for the longest common prompt prefix (llama-cpp-python does this when the
 same context is used again), which makes a fixed template prefix nearly free on the second call.
+
+Two things make the small model's extraction cheap on a CPU:
+
+* a JSON object whose every value is an ``enum`` (candidate choice) is decoded by
+  :mod:`.choice`: forced tokens are batched and the model is asked only where the allowed values
+  branch, which gives the same greedy output in a few forward passes;
+* the KV state of each system prompt (an entry's extraction template) is saved after its first
+  use and restored when that prompt returns after another one, so entries that alternate on a busy
+  cache do not pay the template's prefill again (``PREFIX_STATES`` of them are kept).
 """
 
 from __future__ import annotations
@@ -12,7 +23,6 @@ from __future__ import annotations
 import ctypes
 import os
 import re
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -20,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, ModelFileError
-from .base import Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
+from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from . import fetch
 from .choice import decode_enum_object, enum_fields
 
@@ -105,7 +115,7 @@ class LlamaCppBackend:
         self.default_draft: DraftKind = default_draft
         self.drafter_model = drafter_model
         self.draft_k = draft_k
-        self._lock = threading.Lock()
+        self._lock = CPU_LOCK
         self._llama_cpp = llama_cpp
         try:
             self.llm = _make_llama_class(llama_cpp)(
@@ -268,7 +278,6 @@ class LlamaCppBackend:
             kwargs["response_format"] = {"type": "json_object", "schema": fix_schema_patterns(opts.json_schema)}
         elif opts.grammar is not None:
             kwargs["grammar"] = self._grammar(opts.grammar)
-        small_lock = self.drafter_model._lock if (kind == "small" and self.drafter_model) else None
         fields = enum_fields(opts.json_schema) if opts.json_schema is not None else None
         with self._lock:
             prompt = self._chat_tokens(messages)
@@ -282,11 +291,7 @@ class LlamaCppBackend:
             self.llm.eval_log = []
             began = time.perf_counter()
             try:
-                if small_lock:
-                    with small_lock:
-                        out = self.llm.create_chat_completion(**kwargs)
-                else:
-                    out = self.llm.create_chat_completion(**kwargs)
+                out = self.llm.create_chat_completion(**kwargs)  # a drafter runs under the same lock
             except ValueError as exc:  # e.g. prompt longer than the context window
                 raise BackendError(f"{self.name}: {exc}") from exc
             finally:
