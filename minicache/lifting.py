@@ -159,14 +159,16 @@ class _Lifter:
 
     def string(self, value: str, hint: str | None, line: int) -> ast.expr | None:
         """A string literal made of the request's own words (search keywords, a name) becomes a
-        string parameter; any other string stays."""
+        string parameter; any other string stays. (The extracted value is checked the same way:
+        :func:`minicache.extraction.check_grounded`.)"""
         words = _WORD.findall(value.lower())
         if not any(len(w) >= 3 for w in words) or not all(w in self.words for w in words):
             return None
         if value not in self.by_source:
             name = self._name(hint, [hint or "text"], False)
             what = self.comments.get(line) or (hint or "text").replace("_", " ")
-            self.params.append((name, value, f"{what}, {REQUEST_WORDS}"))  # no example: the model would copy it
+            # No example value here: the small model copies it instead of reading the request.
+            self.params.append((name, value, f"{what}, {REQUEST_WORDS}"))
             self.by_source[value] = name
         return ast.Name(self.by_source[value], ast.Load())
 
@@ -182,6 +184,12 @@ class _Lifter:
             return None if inline and value in _STRUCTURAL else self.number(value, hint, line)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and (hint or not inline):
             return self.string(node.value, hint, line)
+        if (hint and isinstance(node, ast.List) and node.elts
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)):
+            # ["easy to carry", "toothbrush"]: one text parameter, split back into words
+            text = self.string(" ".join(e.value for e in node.elts), hint, line)  # type: ignore[attr-defined]
+            if text is not None:
+                return ast.Call(ast.Attribute(text, "split", ast.Load()), [], [])
         return None
 
 

@@ -94,9 +94,9 @@ def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) 
     """The one numeric tolerance used everywhere: ``math.isclose(a, b, rel_tol=1e-3, abs_tol=0.01)``.
 
     Non-numeric answers match when their normalized strings are equal. Objects (actions) match when
-    they have the same keys and every value matches, a text value by its words: at least half of the
-    two values' distinct words shared (Jaccard >= 0.5), since text taken from a request is written
-    in more than one way ("red running shoes" / "running shoes, red").
+    they have the same keys and every value matches, a text value by its words: at least 60% of the
+    shorter value's distinct words are in the other, since text taken from a request is written in
+    more than one way ("red running shoes" / "running shoes, red, under 40 dollars").
     """
     if isinstance(a, dict) or isinstance(b, dict):
         return (isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b)
@@ -116,7 +116,7 @@ def _values_match(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
             float(a), float(b)
         except ValueError:
             wa, wb = set(re.findall(r"[a-z0-9]+", a.lower())), set(re.findall(r"[a-z0-9]+", b.lower()))
-            return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.5
+            return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
     return answers_match(a, b, rel_tol, abs_tol)
 
 

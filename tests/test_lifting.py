@@ -78,6 +78,15 @@ def test_dict_values_are_named_by_their_keys_and_request_words_become_a_string_p
         "keywords": "blue hat", "max_price": 10}
 
 
+def test_a_list_of_the_requests_words_becomes_one_text_parameter_split_back(sandbox):
+    source = ('def solve():\n    keywords = ["toothbrush", "easy to carry"]\n    max_price = 20.00\n'
+              '    return {"keywords": keywords, "max_price": str(max_price)}\n')
+    lifted = lift(source, "i want a toothbrush easy to carry, and price lower than 20.00 dollars")
+    assert lifted.defaults == {"keywords": "toothbrush easy to carry", "max_price": 20}
+    assert sandbox.run(lifted.program, {"keywords": "red hat", "max_price": 9}).value == {
+        "keywords": ["red", "hat"], "max_price": "9"}
+
+
 def test_a_number_written_as_a_string_becomes_a_number_parameter():
     source = 'def solve():\n    return {"keywords": "topper birthday cake", "max_price": "20.00"}\n'
     lifted = lift(source, "i'm looking for a topper for a birthday cake, and price lower than 20.00 dollars")
