@@ -1,4 +1,4 @@
-"""Enum-object decoding (minicache.models.choice) with a scripted "model": which tokens it is asked about."""
+"""Object decoding (minicache.models.choice) with a scripted "model": which tokens it is asked about."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import json
 
 import numpy as np
 
-from minicache.models.choice import decode_enum_object, enum_fields
+from minicache.models.choice import Field, decode_object, object_fields
 
-VOCAB = ['{"', "a", "b", '":', " ", "1", "2", "5", "0", ".", ",", " \"", "}", '"x"', '"y"']
+VOCAB = ['{"', "a", "b", '":', " ", "1", "2", "5", "0", ".", ",", " \"", "}", '"x"', '"y"', '"', "red", " shoes",
+         '",', "\\n", "k"]
 
 
 def tokenize(text: str) -> list[int]:
@@ -35,20 +36,22 @@ class Scripted:
         return logits
 
 
-def test_enum_fields_accepts_only_flat_required_enum_objects():
-    good = {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"enum": ["x"]}},
-            "required": ["a", "b"], "additionalProperties": False}
-    assert enum_fields(good) == [("a", [1, 2]), ("b", ["x"])]
-    assert enum_fields(dict(good, required=["a"])) is None
-    assert enum_fields(dict(good, additionalProperties=True)) is None
-    assert enum_fields(dict(good, properties={"a": {"type": "number"}})) is None
-    assert enum_fields(dict(good, properties={"a": {"enum": [True]}}, required=["a"])) is None
+def test_object_fields_accepts_only_flat_required_enum_or_text_objects():
+    good = {"type": "object", "properties": {"a": {"enum": [1, 2]}, "b": {"enum": ["x"]},
+                                             "k": {"type": "string", "maxLength": 50}},
+            "required": ["a", "b", "k"], "additionalProperties": False}
+    assert object_fields(good) == [Field("a", [1, 2]), Field("b", ["x"]), Field("k", None, 50)]
+    assert object_fields(dict(good, required=["a"])) is None
+    assert object_fields(dict(good, additionalProperties=True)) is None
+    assert object_fields(dict(good, properties={"a": {"type": "number"}}, required=["a"])) is None
+    assert object_fields(dict(good, properties={"a": {"enum": [True]}}, required=["a"])) is None
+    assert object_fields(dict(good, properties={"a": {"type": "string", "pattern": "x+"}}, required=["a"])) is None
 
 
 def test_forced_tokens_are_batched_and_the_model_is_asked_only_where_values_branch():
     # a: 12 | 15 | 2 -> branches after "{\"a\": " (1 vs 2) and after "1" (2 vs 5); b: only "x" -> forced.
     model = Scripted(prefer=["1", "5"])
-    out = decode_enum_object([("a", [12, 15, 2]), ("b", ["x"])], tokenize, model, pending=[4])
+    out = decode_object([Field("a", [12, 15, 2]), Field("b", ["x"])], tokenize, model, pending=[4])
     assert out.values == {"a": 15, "b": "x"} and json.loads(out.text) == {"a": 15, "b": "x"}
     assert out.evals == 2
     first, second = model.batches
@@ -60,6 +63,37 @@ def test_forced_tokens_are_batched_and_the_model_is_asked_only_where_values_bran
 
 def test_a_value_that_is_a_prefix_of_another_is_decided_by_the_end_token():
     model = Scripted(prefer=["}"])  # "1" is forced; then "}" rather than "2": the value 1, not 12
-    out = decode_enum_object([("a", [1, 12])], tokenize, model, pending=[4])
+    out = decode_object([Field("a", [1, 12])], tokenize, model, pending=[4])
     assert out.values == {"a": 1} and out.evals == 1
     assert model.batches == [[4] + tokenize('{"a": 1')]
+
+
+class ScriptedText(Scripted):
+    """Prefers, at each step, the first of its tokens that it is given (by text); others score 1..0."""
+
+    def __call__(self, batch: list[int]) -> np.ndarray:
+        self.batches.append(list(batch))
+        logits = np.linspace(1, 0, len(VOCAB))
+        for rank, text in enumerate(self.prefer.pop(0).split("|")):
+            logits[VOCAB.index(text)] = 10.0 - rank
+        return logits
+
+
+def token_bytes(token: int) -> bytes:
+    return VOCAB[token].replace("\\n", "\n").encode()
+
+
+def test_a_text_value_is_decoded_token_by_token_until_a_token_with_a_quote():
+    # "red", then a newline (cannot be in a JSON string: the next best, " shoes"), then '",' (ends it).
+    model = ScriptedText(prefer=["red", "\\n| shoes", '",', "2"])
+    out = decode_object([Field("k", None), Field("a", [1, 2])], tokenize, model, pending=[4], token_bytes=token_bytes)
+    assert out.values == {"k": "red shoes", "a": 2}
+    assert json.loads(out.text) == {"k": "red shoes", "a": 2}
+    assert out.evals == 4  # three text tokens, one choice
+    assert model.batches[0] == [4] + tokenize('{"k": "')
+
+
+def test_a_text_value_stops_at_its_length_limit():
+    model = ScriptedText(prefer=["red"] * 10)
+    out = decode_object([Field("k", None, max_chars=7)], tokenize, model, pending=[4], token_bytes=token_bytes)
+    assert out.values == {"k": "redredr"} and out.evals == 3

@@ -100,6 +100,29 @@ def test_enum_choice_decodes_the_same_object_as_the_grammar_sampler_in_fewer_pas
         assert by_choice.draft["forward_passes"] < by_grammar.completion_tokens
 
 
+def test_a_text_field_decodes_as_the_grammar_sampler_does(small_model):
+    system = ("Write the search action for the shopping instruction as JSON. Variables:\n"
+              "- keywords (string): keywords, words taken from the request\n- max_price (number): max price")
+    same = 0
+    instructions = ["i need a jet black hair piece for hair loss, and price lower than 90.00 dollars",
+                    "i want a toothbrush that is easy to carry, and price lower than 20.00 dollars",
+                    "find me open toe sandals with an ankle strap in size 10, and price lower than 50.00 dollars"]
+    for text in instructions:
+        from minicache.extraction import candidate_values
+
+        schema = {"type": "object", "properties": {"keywords": {"type": "string", "maxLength": 200},
+                                                   "max_price": {"enum": candidate_values(text)}},
+                  "required": ["keywords", "max_price"], "additionalProperties": False}
+        messages = [Message("system", system), Message("user", text)]
+        by_grammar = json.loads(small_model.complete(messages, _grammar_options(schema)).text)
+        fast = small_model.complete(messages, GenerationOptions(max_tokens=120, json_schema=schema))
+        by_choice = json.loads(fast.text)
+        assert set(by_choice) == {"keywords", "max_price"} and by_choice["max_price"] in candidate_values(text)
+        assert by_choice["keywords"] and all(w in text for w in by_choice["keywords"].split()[:2])
+        same += by_choice == {k: (v.strip() if isinstance(v, str) else v) for k, v in by_grammar.items()}
+    assert same >= 2, "the text decoder should agree with grammar sampling on plain instructions"
+
+
 def test_a_restored_system_prefix_gives_the_same_output_as_a_fresh_prompt(small_model):
     a = [Message("system", EXTRACT_SYSTEM + " Variables: principal, rate_percent, years."),
          Message("user", EXTRACTION_CASES[1][0])]

@@ -1,13 +1,15 @@
-"""Greedy decoding of a flat JSON object whose every value is one of a few allowed values.
+"""Greedy decoding of a flat JSON object: each value one of a few allowed values, or a short text.
 
-Candidate-choice extraction asks the small model for ``{"a": <one of A>, "b": <one of B>}``. A
-grammar sampler decodes that one token at a time, yet most of its tokens are forced: the keys, the
-punctuation and, once a number's first digit is chosen, usually the rest of it. Here the forced
-tokens are batched and the model is consulted only where the allowed values branch, taking the most
-likely allowed token there. That is the same greedy, constrained choice in far fewer forward
-passes (on two CPU cores each pass of the 0.5B costs about as much as a batch of several tokens).
+Candidate-choice extraction asks the small model for ``{"a": <one of A>, "b": <one of B>}``, and
+an action for ``{"keywords": <text>, "max_price": <one of P>}``. A grammar sampler decodes that one
+token at a time, yet most of its tokens are forced: the keys, the punctuation and, once a number's
+first digit is chosen, usually the rest of it. Here the forced tokens are batched and the model is
+consulted only where the allowed values branch (taking the most likely allowed token there) and
+for each token of a text value (the most likely token that keeps the JSON string valid; a token
+with a quote ends the text). That is the same greedy, constrained decoding in far fewer forward
+passes: on two CPU cores one pass of the 0.5B costs about as much as a batch of several tokens.
 
-The output is always written canonically: ``{"a": 1, "b": 2.5}``.
+The output is always written canonically: ``{"a": 1, "b": "red shoes"}``.
 """
 
 from __future__ import annotations
@@ -20,10 +22,19 @@ from typing import Any
 
 import numpy as np
 
+MAX_TEXT_TOKENS = 64  # a text value longer than this is cut (extraction copies a few words)
 
-def enum_fields(schema: Any) -> list[tuple[str, list[Any]]] | None:
-    """``[(key, allowed values)]`` if ``schema`` is an object whose properties are all required,
-    in order, each an ``enum`` of numbers or strings, with no other keys allowed; else None."""
+
+@dataclass(frozen=True)
+class Field:
+    key: str
+    allowed: list[Any] | None  # None: free text, a JSON string of at most max_chars characters
+    max_chars: int = 200
+
+
+def object_fields(schema: Any) -> list[Field] | None:
+    """The fields if ``schema`` is an object whose properties are all required, in order, each an
+    ``enum`` of numbers or strings or a plain ``string``, with no other keys allowed; else None."""
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return None
     props = schema.get("properties")
@@ -33,12 +44,17 @@ def enum_fields(schema: Any) -> list[tuple[str, list[Any]]] | None:
         return None
     fields = []
     for key, spec in props.items():
-        values = spec.get("enum") if isinstance(spec, dict) else None
+        if not isinstance(spec, dict):
+            return None
+        if spec.get("type") == "string" and set(spec) <= {"type", "maxLength"}:
+            fields.append(Field(key, None, int(spec.get("maxLength", 200))))
+            continue
+        values = spec.get("enum")
         if not values or set(spec) != {"enum"} or len(values) > 500:
             return None
         if not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in values):
             return None
-        fields.append((key, list(values)))
+        fields.append(Field(key, list(values)))
     return fields
 
 
@@ -52,47 +68,97 @@ class Decoded:
     total_s: float
 
 
-def decode_enum_object(fields: list[tuple[str, list[Any]]], tokenize: Callable[[str], list[int]],
-                       eval_tokens: Callable[[list[int]], np.ndarray], pending: Sequence[int]) -> Decoded:
+def _text_piece(piece: bytes) -> tuple[bytes, bool] | None:
+    """(bytes to keep, ends the string) for a token inside a JSON string, or None if it cannot be
+    there: backslashes and control characters are never written (no escapes to get wrong)."""
+    if not piece:
+        return b"", True  # a special token (end of turn): the text is over
+    quote = piece.find(b'"')
+    kept = piece if quote < 0 else piece[:quote]
+    if b"\\" in kept or any(b < 0x20 for b in kept):
+        return None
+    return kept, quote >= 0
+
+
+def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
+                  eval_tokens: Callable[[list[int]], np.ndarray], pending: Sequence[int],
+                  token_bytes: Callable[[int], bytes] | None = None) -> Decoded:
     """Decode the object after ``pending`` (prompt tokens not yet evaluated; at least one).
 
-    ``eval_tokens(batch)`` evaluates a batch and returns the logits after its last token.
+    ``eval_tokens(batch)`` evaluates a batch and returns the logits after its last token;
+    ``token_bytes(id)`` is a token's text (needed only for text fields).
     """
     began = time.perf_counter()
-    queue = list(pending)
-    out_tokens = 0
-    evals = 0
-    first_eval_s = 0.0
+    state = {"queue": list(pending), "evals": 0, "first": 0.0, "out": 0}
+
+    def logits() -> np.ndarray:
+        t = time.perf_counter()
+        result = eval_tokens(state["queue"])
+        if state["evals"] == 0:
+            state["first"] = time.perf_counter() - t
+        state["evals"] += 1
+        state["queue"] = []
+        return result
+
+    def push(tokens: list[int]) -> None:
+        state["queue"] += tokens
+        state["out"] += len(tokens)
+
     values: dict[str, Any] = {}
-    for i, (key, allowed) in enumerate(fields):
-        head = tokenize(("{" if i == 0 else " ") + json.dumps(key) + ": ")
-        end = tokenize("}" if i == len(fields) - 1 else ",")
-        paths = [tokenize(json.dumps(v)) + end for v in allowed]
-        queue += head
-        out_tokens += len(head)
-        chosen: list[int] = []
-        live = list(range(len(paths)))
-        while True:
-            if len(live) == 1 or all(paths[j] == paths[live[0]] for j in live):
-                rest = paths[live[0]][len(chosen):]
-                queue += rest
-                out_tokens += len(rest)
+    for i, field in enumerate(fields):
+        opening = ("{" if i == 0 else " ") + json.dumps(field.key) + ": "
+        end = "}" if i == len(fields) - 1 else ","
+        if field.allowed is None:
+            if token_bytes is None:
+                raise ValueError("text fields need token_bytes")
+            push(tokenize(opening + '"'))
+            values[field.key] = _decode_text(field, logits, push, token_bytes, tokenize)
+            push(tokenize('"' + end))
+            continue
+        push(tokenize(opening))
+        paths = [tokenize(json.dumps(v)) + tokenize(end) for v in field.allowed]
+        values[field.key] = field.allowed[_decode_choice(paths, logits, push)]
+    return Decoded(json.dumps(values), values, state["out"], state["evals"], state["first"],
+                   time.perf_counter() - began)
+
+
+def _decode_choice(paths: list[list[int]], logits: Callable[[], np.ndarray],
+                   push: Callable[[list[int]], None]) -> int:
+    """The index of one of the allowed values' token ``paths``: forced tokens are only queued; the
+    model decides where the paths branch."""
+    chosen: list[int] = []
+    live = list(range(len(paths)))
+    while True:
+        if len(live) == 1 or all(paths[j] == paths[live[0]] for j in live):
+            push(paths[live[0]][len(chosen):])
+            return live[0]
+        nexts = sorted({paths[j][len(chosen)] for j in live if len(paths[j]) > len(chosen)})
+        token = nexts[0] if len(nexts) == 1 else nexts[int(np.argmax(logits()[nexts]))]
+        chosen.append(token)
+        push([token])
+        live = [j for j in live if len(paths[j]) >= len(chosen) and paths[j][len(chosen) - 1] == token]
+
+
+def _decode_text(field: Field, logits: Callable[[], np.ndarray], push: Callable[[list[int]], None],
+                 token_bytes: Callable[[int], bytes], tokenize: Callable[[str], list[int]]) -> str:
+    """Greedy text up to the model's closing quote (or the length limits)."""
+    text = b""
+    for _ in range(MAX_TEXT_TOKENS):
+        scores = logits()
+        for token in np.argsort(scores)[::-1][:32]:
+            found = _text_piece(token_bytes(int(token)))
+            if found is not None:
                 break
-            nexts = sorted({paths[j][len(chosen)] for j in live if len(paths[j]) > len(chosen)})
-            if len(nexts) == 1:
-                token = nexts[0]
-            else:
-                t = time.perf_counter()
-                logits = eval_tokens(queue)
-                if evals == 0:
-                    first_eval_s = time.perf_counter() - t
-                evals += 1
-                queue = []
-                token = nexts[int(np.argmax(logits[nexts]))]
-            chosen.append(token)
-            queue.append(token)
-            out_tokens += 1
-            live = [j for j in live if len(paths[j]) > len(chosen) - 1 and paths[j][len(chosen) - 1] == token]
-        values[key] = allowed[live[0]]
-    text = json.dumps(values)
-    return Decoded(text, values, out_tokens, evals, first_eval_s, time.perf_counter() - began)
+        else:
+            break  # nothing in the top 32 may appear in a JSON string: end it
+        kept, ends = found
+        if ends:
+            if kept:
+                text += kept
+                push(tokenize(kept.decode("utf-8", errors="ignore")))
+            break
+        text += kept
+        push([int(token)])
+        if len(text.decode("utf-8", errors="ignore")) >= field.max_chars:
+            break
+    return text.decode("utf-8", errors="ignore")[:field.max_chars].strip()

@@ -10,9 +10,10 @@ same context is used again), which makes a fixed template prefix nearly free on 
 
 Two things make the small model's extraction cheap on a CPU:
 
-* a JSON object whose every value is an ``enum`` (candidate choice) is decoded by
-  :mod:`.choice`: forced tokens are batched and the model is asked only where the allowed values
-  branch, which gives the same greedy output in a few forward passes;
+* a flat JSON object whose values are ``enum`` choices or short texts (candidate choice, an
+  action's keywords) is decoded by :mod:`.choice`: forced tokens are batched and the model is asked
+  only where the allowed values branch and for each text token, which gives the same greedy output
+  in a few forward passes;
 * the KV state of each system prompt (an entry's extraction template) is saved after its first
   use and restored when that prompt returns after another one, so entries that alternate on a busy
   cache do not pay the template's prefill again (``PREFIX_STATES`` of them are kept).
@@ -32,7 +33,7 @@ from typing import Any
 from ..errors import BackendError, ModelFileError
 from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from . import fetch
-from .choice import decode_enum_object, enum_fields
+from .choice import Field, decode_object, object_fields
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
 
@@ -223,10 +224,18 @@ class LlamaCppBackend:
             while len(self._states) > PREFIX_STATES:
                 self._states.popitem(last=False)
 
-    def _choose(self, fields: list[tuple[str, list[Any]]], prompt: tuple[list[int], int]) -> Completion:
-        """A JSON object of enum values, decoded greedily with forced tokens batched (see choice.py)."""
+    def _token_bytes(self, token: int) -> bytes:
+        """A token's text (special tokens: empty), as llama-cpp-python detokenizes it."""
+        pieces = self.__dict__.setdefault("_pieces", {})
+        if token not in pieces:
+            pieces[token] = self.llm.detokenize([token], special=False)
+        return pieces[token]
+
+    def _choose(self, fields: list[Field], prompt: tuple[list[int], int]) -> Completion:
+        """A flat JSON object of enum and text values, decoded greedily with forced tokens batched
+        (see choice.py)."""
         tokens, prefix = prompt
-        if len(tokens) + 64 * len(fields) > self.llm.n_ctx():
+        if len(tokens) + 80 * len(fields) > self.llm.n_ctx():
             raise BackendError(f"{self.name}: prompt of {len(tokens)} tokens exceeds the context window")
         llama_cpp = self._llama_cpp
         n_vocab = self.llm.n_vocab()
@@ -241,7 +250,8 @@ class LlamaCppBackend:
         self._load_prefix(tokens, prefix)
         start = min(self._common_prefix(tokens), len(tokens) - 1)
         self.llm.n_tokens = start
-        out = decode_enum_object(fields, self.tokenize, eval_tokens, tokens[start:])
+        out = decode_object(fields, self.tokenize, eval_tokens, tokens[start:],
+                            token_bytes=self._token_bytes)
         wall = time.perf_counter() - began
         prefill = wall - out.total_s + out.first_eval_s
         return Completion(text=out.text, prompt_tokens=len(tokens), completion_tokens=out.completion_tokens,
@@ -278,7 +288,7 @@ class LlamaCppBackend:
             kwargs["response_format"] = {"type": "json_object", "schema": fix_schema_patterns(opts.json_schema)}
         elif opts.grammar is not None:
             kwargs["grammar"] = self._grammar(opts.grammar)
-        fields = enum_fields(opts.json_schema) if opts.json_schema is not None else None
+        fields = object_fields(opts.json_schema) if opts.json_schema is not None else None
         with self._lock:
             prompt = self._chat_tokens(messages)
             if fields is not None and prompt is not None:
