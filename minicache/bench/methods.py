@@ -2,7 +2,8 @@
 
 * ``direct``   - the target answers directly (no program).
 * ``pot``      - the target writes a plain program (``def solve()``, no parameters) for every request,
-  run in the sandbox (the main baseline; MiniCache's own misses ask for a parameterized program).
+  run in the sandbox (the main baseline; MiniCache's misses send the same prompt, then lift the
+  program into a parameterized one when they build).
 * ``pot-spec`` - pot with the small model drafting for the target (speculative decoding).
 * ``exact``    - an exact-prompt cache in front of pot.
 * ``gptcache`` - GPTCache's documented behaviour, implemented here (the package is frozen and its
