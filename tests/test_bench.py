@@ -8,7 +8,7 @@ import pytest
 
 from minicache.bench import run_benchmark
 from minicache.bench.data import action_matches, load_jsonl, select, webshop_gold
-from minicache.bench.runner import group_purity, percentile, route_breakdown, summarize
+from minicache.bench.runner import group_purity, percentile, route_breakdown, same_requests, summarize
 from minicache.sandbox import SandboxPool
 from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 
@@ -47,6 +47,20 @@ def test_route_breakdown_splits_hits_by_extraction_and_compares_pot_on_the_same_
     assert table["hit (rule)"]["baseline_accuracy"] == 0.5  # pot got request 3 wrong too
     assert table["hit (rule)"]["baseline_latency_mean"] == pytest.approx(5.5)
     assert table["fallback"]["baseline_n"] == 1 and table["miss"]["accuracy"] == 1.0
+
+
+def test_a_subset_method_is_compared_with_pot_on_its_own_requests_and_says_when_it_ran():
+    t0 = 1796112000.0  # 2026-12-01 08:00 UTC
+    pot = [{"id": i, "correct": i != 2, "latency_s": 2.0 * i, "started_at": t0 + 10 * i} for i in range(1, 5)]
+    sub = [{"id": i, "correct": True, "latency_s": 1.0, "started_at": t0 + 3600 + i} for i in (1, 2)]
+    other = [{"id": 9, "correct": True, "latency_s": 1.0}]  # a request pot never ran: no comparison
+    table = {c["method"]: c for c in same_requests({"pot": pot, "exact": sub, "other": other})}
+    assert set(table) == {"pot", "exact"}
+    assert (table["exact"]["n"], table["exact"]["accuracy"], table["exact"]["ref_accuracy"]) == (2, 1.0, 0.5)
+    assert table["exact"]["ref_latency_mean"] == pytest.approx(3.0)  # pot on requests 1 and 2 only
+    assert table["exact"]["speedup"] == pytest.approx(3.0)
+    assert table["exact"]["measured"] == "2026-12-01 09:00 to 09:00"
+    assert table["pot"]["speedup"] == pytest.approx(1.0)
 
 
 def test_percentile_interpolates_between_ranks():
@@ -122,7 +136,8 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     lines = (out / "requests.jsonl").read_text().splitlines()
     assert sum(json.loads(x)["method"] in {"pot", "exact", "gptcache", "minicache"} for x in lines) == 48
     report = (out / "report.md").read_text()
-    assert report.count("| pot |") == 2  # main table and throughput table
+    assert report.count("| pot |") == 3  # main table, throughput table, same-requests table
+    assert "| exact | 12 | 100.0% | 100.0% |" in report
     assert "## Where minicache's time and errors go" in report and "| hit (rule) |" in report
     for png in ("latency_cdf.png", "cold_start.png", "throughput.png", "accuracy_latency.png"):
         assert (out / png).stat().st_size > 1000

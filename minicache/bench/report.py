@@ -69,6 +69,16 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
                 lat = m["latency_s"]
                 lines.append(f"| {seed} | {name} | {m['n']} | {m['accuracy']:.1%} | {lat['mean']:.2f}s | "
                              f"{lat['p50']:.2f}s | {lat['p95']:.2f}s | {m['tokens']['target']:,} |")
+    if ref_name and rows.get(ref_name):
+        from .runner import same_requests
+
+        lines += ["", f"## Each method against {ref_name} on the same requests, and when it was measured (UTC)", "",
+                  f"| method | n | accuracy | {ref_name} accuracy | mean latency | {ref_name} mean latency | "
+                  f"speedup vs {ref_name} | measured |", "|---|---|---|---|---|---|---|---|"]
+        for c in same_requests(rows, ref_name):
+            lines.append(f"| {c['method']} | {c['n']} | {c['accuracy']:.1%} | {c['ref_accuracy']:.1%} | "
+                         f"{c['latency_mean']:.2f}s | {c['ref_latency_mean']:.2f}s | {c['speedup']:.2f}x | "
+                         f"{c['measured']} |")
     if rows.get("minicache") and ref_name == "pot":
         from .runner import route_breakdown
 

@@ -136,6 +136,37 @@ def route_breakdown(rows: list[dict[str, Any]], baseline: list[dict[str, Any]] |
     return out
 
 
+def same_requests(rows: dict[str, list[dict[str, Any]]], ref: str = "pot") -> list[dict[str, Any]]:
+    """Each method against ``ref`` on exactly the requests that method ran (a method limited by
+    ``--subset`` is compared with the baseline's rows for the same requests, not its whole stream),
+    with the UTC span in which the method's rows were measured: on a machine whose speed drifts,
+    latencies measured hours apart are not comparable, and the span shows how far apart they are."""
+    import datetime
+
+    base = {str(r["id"]): r for r in rows.get(ref, [])}
+
+    def span(rs: list[dict[str, Any]]) -> str:
+        starts = [r["started_at"] for r in rs if r.get("started_at")]
+        if not starts:
+            return "-"
+        end = max(r["started_at"] + r["latency_s"] for r in rs if r.get("started_at"))
+        fmt = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")  # noqa: E731
+        return f"{fmt(min(starts))} to {fmt(end)[11:]}"
+
+    out = []
+    for name, rs in rows.items():
+        same = [base[str(r["id"])] for r in rs if str(r["id"]) in base]
+        if not rs or len(same) != len(rs):
+            continue
+        mean = statistics.mean(r["latency_s"] for r in rs)
+        ref_mean = statistics.mean(r["latency_s"] for r in same)
+        out.append({"method": name, "n": len(rs), "accuracy": sum(r["correct"] for r in rs) / len(rs),
+                    "latency_mean": mean, "ref_accuracy": sum(r["correct"] for r in same) / len(same),
+                    "ref_latency_mean": ref_mean, "speedup": ref_mean / mean if mean else 0.0,
+                    "measured": span(rs)})
+    return out
+
+
 def group_purity(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """For minicache rows: how pure the automatically formed groups are against the gold labels."""
     from collections import Counter, defaultdict
