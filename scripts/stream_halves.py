@@ -1,0 +1,40 @@
+"""A method against pot on the first and second half of its stream (cold cache, then warm).
+
+    .venv/bin/python scripts/stream_halves.py benchmarks/results/formula [--method minicache] [--ref pot]
+
+Reads DIR/requests.jsonl only. The halves are cut in the order the method measured its rows;
+the baseline is scored on the same requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--method", default="minicache")
+    ap.add_argument("--ref", default="pot")
+    args = ap.parse_args()
+    rows: dict[str, dict[str, dict]] = {}
+    for line in (args.dir / "requests.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        rows.setdefault(row["method"], {})[str(row["id"])] = row
+    stream = sorted(rows[args.method].values(), key=lambda r: r.get("started_at") or 0)
+    half = (len(stream) + 1) // 2
+    for label, part in (("first half", stream[:half]), ("second half", stream[half:])):
+        ref = [rows[args.ref][str(r["id"])] for r in part]
+        def stats(rs: list[dict]) -> str:
+            return (f"{statistics.fmean(r['latency_s'] for r in rs):.2f} s, "
+                    f"{statistics.fmean(bool(r['correct']) for r in rs):.1%} correct")
+        hits = statistics.fmean(r["route"] == "hit" for r in part)
+        print(f"{label} (requests {stream.index(part[0]) + 1}-{stream.index(part[-1]) + 1}): "
+              f"{args.method} {stats(part)}, {hits:.1%} hits; {args.ref} {stats(ref)}")
+
+
+if __name__ == "__main__":
+    main()
