@@ -14,22 +14,18 @@ Prints the number of matched rows, and the median and mean of latency(B) / laten
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
+
+from minicache.bench.runner import read_done
 
 
 def rows(spec: str) -> dict[str, dict]:
     path, _, rest = spec.partition(":")
     method, _, route = rest.partition(":")
-    out = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if (method and row["method"] != method) or (route and row["route"] != route):
-            continue
-        out[str(row["id"])] = row
-    return out
+    return {rid: row for (m, rid), row in read_done(Path(path)).items()
+            if (not method or m == method) and (not route or row["route"] == route)}
 
 
 def main() -> None:

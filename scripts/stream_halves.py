@@ -9,9 +9,10 @@ the baseline is scored on the same requests.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
+
+from minicache.bench.runner import read_done
 
 
 def main() -> None:
@@ -21,9 +22,8 @@ def main() -> None:
     ap.add_argument("--ref", default="pot")
     args = ap.parse_args()
     rows: dict[str, dict[str, dict]] = {}
-    for line in (args.dir / "requests.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        rows.setdefault(row["method"], {})[str(row["id"])] = row
+    for (method, rid), row in read_done(args.dir / "requests.jsonl").items():
+        rows.setdefault(method, {})[rid] = row
     stream = sorted(rows[args.method].values(), key=lambda r: r.get("started_at") or 0)
     half = (len(stream) + 1) // 2
     for label, part in (("first half", stream[:half]), ("second half", stream[half:])):

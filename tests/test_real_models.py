@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from minicache import OpenAIBackend
 from minicache.cli import main
+from minicache.extraction import candidate_values
 from minicache.models import GenerationOptions, Message, fetch
 from minicache.programs import extract_code
 from minicache.sandbox import SandboxPool
@@ -87,8 +88,6 @@ def _grammar_options(schema: dict) -> GenerationOptions:
 
 
 def test_enum_choice_decodes_the_same_object_as_the_grammar_sampler_in_fewer_passes(small_model):
-    from minicache.extraction import candidate_values
-
     for question, props, _expected in EXTRACTION_CASES:
         enum = {k: {"enum": candidate_values(question)} for k in props}
         schema = {"type": "object", "properties": enum, "required": list(props), "additionalProperties": False}
@@ -108,8 +107,6 @@ def test_a_text_field_decodes_as_the_grammar_sampler_does(small_model):
                     "i want a toothbrush that is easy to carry, and price lower than 20.00 dollars",
                     "find me open toe sandals with an ankle strap in size 10, and price lower than 50.00 dollars"]
     for text in instructions:
-        from minicache.extraction import candidate_values
-
         schema = {"type": "object", "properties": {"keywords": {"type": "string", "maxLength": 200},
                                                    "max_price": {"enum": candidate_values(text)}},
                   "required": ["keywords", "max_price"], "additionalProperties": False}

@@ -118,6 +118,7 @@ class LlamaCppBackend:
         self.draft_k = draft_k
         self._lock = CPU_LOCK
         self._llama_cpp = llama_cpp
+        self._pieces: dict[int, bytes] = {}  # token id -> its text, for text fields in choice.py
         try:
             self.llm = _make_llama_class(llama_cpp)(
                 model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
@@ -226,10 +227,9 @@ class LlamaCppBackend:
 
     def _token_bytes(self, token: int) -> bytes:
         """A token's text (special tokens: empty), as llama-cpp-python detokenizes it."""
-        pieces = self.__dict__.setdefault("_pieces", {})
-        if token not in pieces:
-            pieces[token] = self.llm.detokenize([token], special=False)
-        return pieces[token]
+        if token not in self._pieces:
+            self._pieces[token] = self.llm.detokenize([token], special=False)
+        return self._pieces[token]
 
     def _choose(self, fields: list[Field], prompt: tuple[list[int], int]) -> Completion:
         """A flat JSON object of enum and text values, decoded greedily with forced tokens batched
