@@ -7,9 +7,11 @@ import json
 import pytest
 
 from minicache.bench import run_benchmark
-from minicache.bench.data import action_matches, load_jsonl, select, webshop_gold
+from minicache.bench.data import BenchRequest, action_matches, load_jsonl, select, webshop_gold
+from minicache.bench.methods import GENCACHE_SYSTEM, GenCacheLike, PoT
 from minicache.bench.runner import group_purity, percentile, route_breakdown, same_requests, summarize
 from minicache.sandbox import SandboxPool
+from minicache.synthesis import answers_match
 from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 
 
@@ -144,6 +146,9 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     # The rerun read every request back instead of asking the models again.
     assert len(target.calls) == calls
     assert again["methods"]["pot"]["accuracy"] == 1.0
+    # ...and kept the sandbox counters measured by the first run, which live in that process only.
+    assert methods["minicache"]["engine_stats"]["sandbox"]["runs"] > 0
+    assert again["methods"]["minicache"]["engine_stats"] == methods["minicache"]["engine_stats"]
 
 
 def test_a_failing_program_is_recorded_as_a_wrong_answer_with_its_error(tmp_path):
@@ -154,3 +159,59 @@ def test_a_failing_program_is_recorded_as_a_wrong_answer_with_its_error(tmp_path
     rows = [json.loads(x) for x in (tmp_path / "o" / "requests.jsonl").read_text().splitlines()]
     assert results["methods"]["pot"]["accuracy"] == 0.0
     assert all(r["tokens"]["small"] == 0 and "error" in r["detail"] for r in rows)
+
+
+REGEX_PROGRAM = '''```python
+import re
+
+def extract(text):
+    assets = re.search(r"current assets are \\$([0-9.]+)", text)
+    liabilities = re.search(r"current liabilities are \\$([0-9.]+)", text)
+    return {"assets": float(assets.group(1)), "liabilities": float(liabilities.group(1))}
+
+def solve(assets, liabilities):
+    return assets / liabilities
+```'''
+
+
+class GenCacheTarget(FakeTarget):
+    """FakeTarget that answers GenCache's build prompt with a fixed extractor + program."""
+
+    def __init__(self, build_reply: str) -> None:
+        super().__init__()
+        self.build_reply = build_reply
+
+    def _reply(self, messages, options):
+        if messages[0].content == GENCACHE_SYSTEM:
+            self.build_calls += 1
+            return self.build_reply
+        return super()._reply(messages, options)
+
+
+def _gencache_stream():
+    return [BenchRequest(id=f"cr{i}", question=CURRENT_RATIO.ask(*v), answer=CURRENT_RATIO.answer(*v), group="cr")
+            for i, v in enumerate(CR_VALUES[:8])]
+
+
+def test_gencache_builds_at_nu_examples_and_then_answers_by_regex_without_the_target():
+    target = GenCacheTarget(REGEX_PROGRAM)
+    with SandboxPool(size=1) as sandbox:
+        method = GenCacheLike(PoT(target, sandbox), target, sandbox, HashEmbedder())
+        outcomes = [method.solve(r) for r in _gencache_stream()]
+    routes = [o.route for o in outcomes]
+    assert routes == ["miss"] * 4 + ["hit"] * 4  # nu = 4 examples, then the accepted entry serves
+    assert outcomes[3].detail["build"] == {"passed": 4, "of": 4, "accepted": True, "error": None}
+    assert target.build_calls == 1 and target.miss_calls == 4
+    for o, r in zip(outcomes, _gencache_stream()):
+        assert answers_match(o.answer, r.answer)
+
+
+def test_gencache_records_a_rejected_build_and_stops_after_its_attempts():
+    target = GenCacheTarget("```python\ndef extract(text):\n    return {}\n\ndef solve():\n    return 0\n```")
+    with SandboxPool(size=1) as sandbox:
+        method = GenCacheLike(PoT(target, sandbox), target, sandbox, HashEmbedder())
+        outcomes = [method.solve(r) for r in _gencache_stream()]
+    assert all(o.route == "miss" for o in outcomes)
+    builds = [o.detail["build"] for o in outcomes if o.detail.get("build")]
+    assert builds == [{"passed": 0, "of": 4, "accepted": False, "error": None}] * 2  # attempts = 2
+    assert target.build_calls == 2

@@ -206,26 +206,31 @@ class GenCacheLike:
             ready = len(cluster["examples"]) >= self.nu and not cluster["program"] and cluster["failed"] < self.attempts
             examples = list(cluster["examples"][-self.nu:])
         if ready:
-            tokens += self._build(cluster, examples)
+            built, build = self._build(cluster, examples)
+            return Outcome(answer, "miss", tokens + built, detail={"build": build})
         return Outcome(answer, "miss", tokens)
 
-    def _build(self, cluster: dict[str, Any], examples: list[tuple[str, Any]]) -> int:
+    def _build(self, cluster: dict[str, Any], examples: list[tuple[str, Any]]) -> tuple[int, dict[str, Any]]:
+        """Ask the target for an extractor and program; returns its tokens and how the check went
+        (recorded on the request row, so a report can say why a cluster never got hits)."""
         shown = "\n\n".join(f"Example {i}:\n{t[-1500:]}\nAnswer: {a}" for i, (t, a) in enumerate(examples, 1))
         out = self.target.complete([Message("system", GENCACHE_SYSTEM), Message("user", shown)],
                                    GenerationOptions(max_tokens=700))
         program = extract_code(out.text)
-        passed = 0
+        passed, first_error = 0, None
         for text, answer in examples:
             try:
                 passed += answers_match(self._run(program, text), answer)
-            except (SandboxError, SandboxViolation):
-                pass
+            except (SandboxError, SandboxViolation) as exc:
+                first_error = first_error or str(exc)[:200]
+        accepted = passed >= self.gamma * len(examples)
         with self._lock:
-            if passed >= self.gamma * len(examples):
+            if accepted:
                 cluster["program"] = program
             else:
                 cluster["failed"] += 1
-        return out.prompt_tokens + out.completion_tokens
+        build = {"passed": passed, "of": len(examples), "accepted": accepted, "error": first_error}
+        return out.prompt_tokens + out.completion_tokens, build
 
 
 class MiniCacheMethod:
