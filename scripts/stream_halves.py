@@ -26,14 +26,17 @@ def main() -> None:
         rows.setdefault(method, {})[rid] = row
     stream = sorted(rows[args.method].values(), key=lambda r: r.get("started_at") or 0)
     half = (len(stream) + 1) // 2
-    for label, part in (("first half", stream[:half]), ("second half", stream[half:])):
+    for label, first, last in (("first half", 0, half), ("second half", half, len(stream))):
+        part = stream[first:last]
         ref = [rows[args.ref][str(r["id"])] for r in part]
-        def stats(rs: list[dict]) -> str:
-            return (f"{statistics.fmean(r['latency_s'] for r in rs):.2f} s, "
-                    f"{statistics.fmean(bool(r['correct']) for r in rs):.1%} correct")
         hits = statistics.fmean(r["route"] == "hit" for r in part)
-        print(f"{label} (requests {stream.index(part[0]) + 1}-{stream.index(part[-1]) + 1}): "
-              f"{args.method} {stats(part)}, {hits:.1%} hits; {args.ref} {stats(ref)}")
+        print(f"{label} (requests {first + 1}-{last}): "
+              f"{args.method} {_stats(part)}, {hits:.1%} hits; {args.ref} {_stats(ref)}")
+
+
+def _stats(rows: list[dict]) -> str:
+    return (f"{statistics.fmean(r['latency_s'] for r in rows):.2f} s, "
+            f"{statistics.fmean(bool(r['correct']) for r in rows):.1%} correct")
 
 
 if __name__ == "__main__":

@@ -60,10 +60,10 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     for name in methods:
         method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels)
         requests = stream[: subset[name]] if subset and name in subset else stream
-        already = sum(m == name for m, _ in read_done(requests_path))
+        recorded = read_done(requests_path)
+        serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
         with _bar(len(requests), name) as bar:
             rows = run_stream(method, requests, requests_path, progress=bar.update)
-        served = sum(m == name for m, _ in read_done(requests_path)) - already
         block = summarize(rows)
         if name == "minicache":
             block["routing"] = group_purity(rows)
@@ -71,7 +71,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
             previous_stats = results["methods"].get(name, {}).get("engine_stats")
             # The sandbox counters live in this process; a run that only read rows back would
             # replace the measured ones with zeros, so it keeps the earlier block's figures.
-            measuring = served or (concurrency and name in throughput_methods) or pad_tokens
+            measuring = serves or bool(concurrency and name in throughput_methods) or bool(pad_tokens)
             block["engine_stats"] = engine.stats() if measuring or not previous_stats else previous_stats
         if concurrency and name in throughput_methods:
             block["throughput_rps"] = {str(c): throughput(method, fresh, c) for c in concurrency}
