@@ -7,7 +7,7 @@ import json
 import pytest
 
 from minicache.bench import run_benchmark
-from minicache.bench.data import BenchRequest, action_matches, load_jsonl, select, webshop_gold
+from minicache.bench.data import BenchRequest, action_matches, load_jsonl, pad_context, select, webshop_gold
 from minicache.bench.methods import GENCACHE_SYSTEM, GenCacheLike, PoT
 from minicache.bench.runner import group_purity, percentile, route_breakdown, same_requests, summarize
 from minicache.sandbox import SandboxPool
@@ -149,6 +149,49 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     # ...and kept the sandbox counters measured by the first run, which live in that process only.
     assert methods["minicache"]["engine_stats"]["sandbox"]["runs"] > 0
     assert again["methods"]["minicache"]["engine_stats"] == methods["minicache"]["engine_stats"]
+
+
+def test_pad_context_reruns_the_first_requests_with_filler_and_reports_each_length(tmp_path):
+    dataset = _dataset(tmp_path)
+    out = tmp_path / "out"
+    target = FakeTarget()
+    with SandboxPool(size=2) as sandbox:
+        kwargs = dict(dataset=str(dataset), methods=["pot", "minicache"], target=target, small=FakeSmall(),
+                      embedder=HashEmbedder(), out=out, seed=1, pad_tokens=[0, 300], pad_requests=4,
+                      sandbox=sandbox, command="test")
+        results = run_benchmark(**kwargs)
+        calls = len(target.calls)
+        again = run_benchmark(**kwargs)
+    stream = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    for name in ("pot", "minicache"):
+        per = results["methods"][name]["pad_context"]
+        assert set(per) == {"0", "300"} and all(m["n"] == 4 for m in per.values())
+        assert per["300"]["accuracy"] == 1.0  # the filler carries no numbers, so the fake still answers right
+        tagged = [r["id"] for r in stream if r["method"] == f"{name}@pad300"]
+        main = [r["id"] for r in stream if r["method"] == name]
+        assert tagged == main[:4]  # the stream's first requests, served again after it
+    # By the time the padded requests come, minicache has entries for them; pot never hits.
+    assert results["methods"]["minicache"]["pad_context"]["300"]["hit_rate"] > 0
+    assert results["methods"]["pot"]["pad_context"]["300"]["hit_rate"] == 0
+    report = (out / "report.md").read_text()
+    assert "## Long-context robustness" in report and "| pot | 300 | 4 | 100.0% | 0.0% |" in report
+    # A rerun reads the padded rows back too: no model call, and the measured engine stats stay.
+    assert len(target.calls) == calls
+    assert again["methods"]["minicache"]["engine_stats"] == results["methods"]["minicache"]["engine_stats"]
+
+
+def test_pad_context_adds_about_the_asked_tokens_before_the_context():
+    request = BenchRequest("r", "What is 2 + 2?", 4.0, "The table.", "g", "numeric", {})
+    padded = pad_context(request, 400)
+    filler = padded.context[: -len("The table.")]
+    assert padded.context.endswith("\n\nThe table.") and padded.question == request.question
+    assert 250 <= len(filler.split()) <= 320  # about 0.75 words per token
+    assert not any(ch.isdigit() for ch in filler) and padded.meta["pad"] == 400
+    assert pad_context(request, 0) is request
+    # Each request gets its own filler: a shared one would be a prompt prefix the KV cache reuses.
+    other = pad_context(BenchRequest("s", "What is 3 + 3?", 6.0, "The table.", "g", "numeric", {}), 400)
+    assert other.context[:200] != padded.context[:200]
+    assert pad_context(request, 400) == padded  # and the same one on every run
 
 
 def test_a_failing_program_is_recorded_as_a_wrong_answer_with_its_error(tmp_path):

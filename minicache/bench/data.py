@@ -204,16 +204,34 @@ def is_correct(request: BenchRequest, answer: Any) -> bool:
     return answers_match(answer, request.answer)
 
 
-_PAD_TEXT = ("The quarterly report also notes routine administrative updates, office relocations, staffing "
-             "changes, and unrelated operational remarks that do not affect any figure requested. ")
+_PAD_SENTENCES = (
+    "The quarterly report also notes routine administrative updates and office relocations.",
+    "Staffing changes in the regional teams were announced at the annual meeting.",
+    "The board thanked the outgoing committee members for their service.",
+    "Several unrelated operational remarks were recorded in the minutes.",
+    "None of these remarks affects any figure requested below.",
+    "The facilities team reviewed parking, cafeteria hours and building access.",
+    "A new travel policy takes effect at the start of the next season.",
+    "Employees were reminded to complete the annual compliance training.",
+    "The marketing department presented a refreshed brand guideline.",
+    "Minor edits were made to the internal style guide for reports.",
+    "The company newsletter featured a profile of the logistics group.",
+    "Feedback from the staff survey will be discussed at a later date.",
+)
 
 
 def pad_context(request: BenchRequest, tokens: int) -> BenchRequest:
-    """Add about ``tokens`` tokens of irrelevant text to the context (long-context robustness)."""
+    """Add about ``tokens`` tokens of irrelevant text before the context (long-context robustness).
+
+    The filler's sentences are drawn per request (seeded by its id): one filler for every request
+    would be a shared prompt prefix, which a backend's KV cache evaluates once for all of them.
+    """
     if tokens <= 0:
         return request
-    filler = (_PAD_TEXT * (tokens // 25 + 1))
-    words = filler.split()[: int(tokens * 0.75)]
-    context = " ".join(words) + ("\n\n" + request.context if request.context else "")
+    rng = random.Random(f"{request.id}:{tokens}")
+    words: list[str] = []
+    while len(words) < int(tokens * 0.75):
+        words += rng.choice(_PAD_SENTENCES).split()
+    context = " ".join(words[: int(tokens * 0.75)]) + ("\n\n" + request.context if request.context else "")
     return BenchRequest(request.id, request.question, request.answer, context, request.group, request.kind,
                         dict(request.meta, pad=tokens))
