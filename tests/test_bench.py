@@ -162,6 +162,8 @@ def test_pad_context_reruns_the_first_requests_with_filler_and_reports_each_leng
         results = run_benchmark(**kwargs)
         calls = len(target.calls)
         again = run_benchmark(**kwargs)
+        calls_after_rerun = len(target.calls)
+        longer = run_benchmark(**dict(kwargs, pad_tokens=[0, 300, 600]))
     stream = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     for name in ("pot", "minicache"):
         per = results["methods"][name]["pad_context"]
@@ -176,8 +178,11 @@ def test_pad_context_reruns_the_first_requests_with_filler_and_reports_each_leng
     report = (out / "report.md").read_text()
     assert "## Long-context robustness" in report and "| pot | 300 | 4 | 100.0% | 0.0% |" in report
     # A rerun reads the padded rows back too: no model call, and the measured engine stats stay.
-    assert len(target.calls) == calls
+    assert calls_after_rerun == calls
     assert again["methods"]["minicache"]["engine_stats"] == results["methods"]["minicache"]["engine_stats"]
+    # A new length serves only padded requests: the stream's snapshot, taken before them, stays.
+    assert set(longer["methods"]["pot"]["pad_context"]) == {"0", "300", "600"}
+    assert longer["methods"]["minicache"]["engine_stats"] == results["methods"]["minicache"]["engine_stats"]
 
 
 def test_pad_context_adds_about_the_asked_tokens_before_the_context():

@@ -61,10 +61,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels)
         requests = stream[: subset[name]] if subset and name in subset else stream
         recorded = read_done(requests_path)
-        padded_by = {pad: [pad_context(r, pad) for r in requests[:pad_requests]]
-                     for pad in (pad_tokens or []) if name in ("pot", "minicache")}
-        serves = (any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
-                  or any((f"{name}@pad{pad}", str(r.id)) not in recorded for pad, rs in padded_by.items() for r in rs))
+        serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
         with _bar(len(requests), name) as bar:
             rows = run_stream(method, requests, requests_path, progress=bar.update)
         block = summarize(rows)
@@ -72,15 +69,16 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
             block["routing"] = group_purity(rows)
             engine = method.engine  # type: ignore[attr-defined]
             previous_stats = results["methods"].get(name, {}).get("engine_stats")
-            # The sandbox counters live in this process; a run that only read rows back would
-            # replace the measured ones with zeros, so it keeps the earlier block's figures.
-            measuring = serves or bool(concurrency and name in throughput_methods)
-            block["engine_stats"] = engine.stats() if measuring or not previous_stats else previous_stats
+            # A snapshot after the stream, before throughput and padding. The sandbox counters live
+            # in this process; a run that only read the stream back did none of its work, so it
+            # keeps the earlier block's figures.
+            block["engine_stats"] = engine.stats() if serves or not previous_stats else previous_stats
         if concurrency and name in throughput_methods:
             block["throughput_rps"] = {str(c): throughput(method, fresh, c) for c in concurrency}
-        if padded_by:
+        if pad_tokens and name in ("pot", "minicache"):
             per: dict[str, Any] = {}
-            for pad, padded in padded_by.items():
+            for pad in pad_tokens:
+                padded = [pad_context(r, pad) for r in requests[:pad_requests]]
                 tag = f"{name}@pad{pad}"
                 with _bar(len(padded), tag) as bar:
                     per[str(pad)] = summarize(run_stream(method, padded, requests_path, progress=bar.update, tag=tag))
