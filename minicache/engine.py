@@ -10,6 +10,7 @@ import asyncio
 import json
 import math
 import os
+import random
 import re
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import Any
 
 from .errors import BackendError, MiniCacheError
 from .extraction import ExtractionError, Extractor, candidate_values, learn_rules, valid_rule
+from .hit import ZERO_MODEL_PATHS, HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile
 from .lifting import lift, own_values, program_inputs
 from .models.base import GenerationOptions, Message, ModelBackend
 from .programs import extract_code
@@ -60,6 +62,11 @@ class EngineConfig:
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000
     miss_max_tokens: int = 640
+    # Hit verification and audits (minicache.hit, docs/hits.md).
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
+    audit_rate: float = 0.05  # share of served hits also answered by the miss path, in the background
+    audit_delta: float = 0.01  # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
+    audit_z: float = 1.96  # the bound's confidence (Wilson score interval, z=1.96: 95% two-sided)
     step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)
 
 
@@ -187,6 +194,7 @@ class _Candidate:
     source: str
     origin: Example
     score: int = 0  # model-free agreements minus disagreements with the group's other examples
+    checked: int = 0  # examples (its own included) whose own program could be compared with it
     agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (request text, values) that agreed
 
 
@@ -212,6 +220,9 @@ class MiniCache:
         self.sandbox = sandbox or SandboxPool()
         self._own_sandbox = sandbox is None
         self.extractor = Extractor(small, use_rules=self.config.use_rules, use_choice=self.config.use_choice)
+        self.verifier = HitVerifier(self.extractor, self.config.verify)
+        self._audits: list[Future] = []
+        self._audit_rng = random.Random()
         self._builds = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build")
         self._building: dict[tuple[str, str], Future] = {}
         self._build_lock = threading.Lock()
@@ -285,6 +296,8 @@ class MiniCache:
         decision = self.router.route(tenant, question, group)
         timings["route_s"] = time.perf_counter() - t
         fallback_reason = None
+        refused: HitRefused | None = None
+        entry = None
         if not (no_cache or force_refresh):
             entry = self.store.active_entry(tenant, decision.group_id)
             if entry is not None:
@@ -292,6 +305,10 @@ class MiniCache:
                     result = self._hit(entry, question, context, timings, tenant, record=not no_store)
                     result.similarity = decision.similarity
                     return result
+                except HitRefused as exc:  # the hit could not be shown right: not the entry's failure
+                    refused, fallback_reason = exc, f"HitRefused: {exc}"
+                    if not no_store:
+                        self.store.bump(tenant, "hit_refusals")
                 except (ExtractionError, SandboxError, SandboxViolation) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
                     if not no_store:
@@ -301,6 +318,9 @@ class MiniCache:
         result.similarity = decision.similarity
         if fallback_reason:
             result.route, result.fallback_reason = "fallback", fallback_reason
+        if refused is not None and refused.shadow and entry is not None and not no_store:
+            # A demoted entry's would-be hit, checked against this miss answer, is its way back.
+            self._schedule_audit(tenant, entry, question, context, reference=result.answer)
         return result
 
     def _solve_steps(self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool) -> SolveResult:
@@ -317,19 +337,74 @@ class MiniCache:
     # -- hit --------------------------------------------------------------------------------------
     def _hit(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
              tenant: str, record: bool = True) -> SolveResult:
-        extraction = self.extractor.extract(entry, _request_text(question, context))
+        """Verified values (minicache.hit), the program, then the answer's plausibility; whatever cannot
+        be shown right raises HitRefused. A demoted entry serves zero-model hits only."""
+        allow_model = not demoted(entry, self.config.audit_delta, self.config.audit_z)
+        extraction = self.verifier.extract(entry, _request_text(question, context), allow_model=allow_model)
         timings["extract_s"] = extraction.seconds
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds
         value = check_answer(run.value)
+        self.verifier.check_answer(entry, value)
         if record:
             self.store.record_hit(tenant, entry.id)
             if extraction.small_tokens:
                 self.store.bump(tenant, "small_tokens", extraction.small_tokens)
+            if self.config.audit_rate > 0 and self._audit_rng.random() < self.config.audit_rate:
+                self._schedule_audit(tenant, entry, question, context, hit_answer=value, method=extraction.method)
         return SolveResult(answer=value, answer_text=format_answer(value, question), route="hit",
                            group=entry.group_id, entry_id=entry.id, program=entry.program,
                            variables=extraction.variables, timings=timings,
                            tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method)
+
+    # -- audits -----------------------------------------------------------------------------------
+    def _schedule_audit(self, tenant: str, entry: Entry, question: str, context: str | None, **kwargs: Any) -> None:
+        """Run :meth:`_audit` on the background executor (builds' one), or now without background builds."""
+        if not self.config.background_builds:
+            self._audit(tenant, entry, question, context, **kwargs)
+            return
+        with self._build_lock:
+            self._audits = [f for f in self._audits if not f.done()]
+            self._audits.append(self._builds.submit(self._audit, tenant, entry, question, context, **kwargs))
+
+    def _audit(self, tenant: str, entry: Entry, question: str, context: str | None, *, hit_answer: Any = None,
+               method: str | None = None, reference: Any = None) -> bool | None:
+        """Compare a hit's answer with the miss path's on one request and add it to the entry's record.
+
+        A served hit brings ``hit_answer`` (the miss path answers again, recording nothing); a demoted
+        entry's refused request brings the miss answer as ``reference`` (the would-be hit is computed
+        here, with every check). Returns whether they agreed, or None if either side had no answer.
+        A zero-model hit caught wrong also counts as the entry's failure: its values were unambiguous,
+        so the program is the likely culprit."""
+        try:
+            if reference is None:
+                miss = self._miss(entry.group_id, question, context, {}, tenant, record=False, new_group=False,
+                                  label=None)
+                reference = miss.answer
+                self.store.bump(tenant, "target_tokens", miss.tokens["target"])
+            if hit_answer is None:
+                extraction = self.verifier.extract(entry, _request_text(question, context))
+                hit_answer = check_answer(self.sandbox.run(entry.program, extraction.variables).value)
+                self.verifier.check_answer(entry, hit_answer)
+                method = extraction.method
+        except (MiniCacheError, SandboxError, SandboxViolation):
+            return None
+        agreed = answers_match(hit_answer, reference)
+        self.store.record_audit(tenant, entry.id, agreed)
+        self.store.bump(tenant, "audits")
+        if not agreed:
+            self.store.bump(tenant, "audits_disagreed")
+            if method in ZERO_MODEL_PATHS:
+                self._count_failure(tenant, entry)
+        self.events.append({"event": "audit", "group": entry.group_id, "entry": entry.id, "agreed": agreed,
+                            "extraction": method})
+        return agreed
+
+    def wait_for_audits(self, timeout: float | None = None) -> None:
+        with self._build_lock:
+            futures = list(self._audits)
+        for f in futures:
+            f.result(timeout=timeout)
 
     def _count_failure(self, tenant: str, entry: Entry) -> None:
         failures = self.store.record_failure(tenant, entry.id)
@@ -456,14 +531,17 @@ class MiniCache:
         return {"ok": passed >= needed, "template": signature.template, "extraction": mode, "checks": checks,
                 "validated": validated, "passed": passed, "of": len(held), "shared_prefix": prefix}
 
-    def _own_candidates(self, examples: list[Example], prefix: str) -> list[_Candidate]:
+    def _own_candidates(self, examples: list[Example], prefix: str) -> tuple[list[_Candidate], bool]:
         """The group's own programs as parameterized candidates, best first.
 
         Each example's program is lifted against its own request (see :mod:`minicache.lifting`). A
         candidate is then checked against the other examples without any model: where an example's
         own program lifts to the same parameters, running the candidate on that example's values must
-        give its answer. Candidates are ranked by agreements minus disagreements (the newest first
-        among equals), and the agreeing (request, values) pairs later help learn extraction rules."""
+        give its answer. Only a candidate a majority of the examples it could be compared with agree
+        with is kept (one example's mistake must not become every later request's), ranked by
+        agreements minus disagreements (the newest first among equals); the agreeing (request,
+        values) pairs later help learn extraction rules. Also returns whether the programs were
+        compared and none has a majority (the group's examples disagree: nothing to cache yet)."""
         texts = {ex.id: _strip_prefix(_request_text(ex.question, ex.context), prefix) for ex in examples}
         found: list[_Candidate] = []
         for ex in reversed(examples):
@@ -488,10 +566,14 @@ class MiniCache:
                 except (SandboxError, SandboxViolation):
                     agrees = False
                 cand.score += 1 if agrees else -1
+                cand.checked += 1
                 if agrees:
                     cand.agreed.append((texts[ex.id], values))
         found.sort(key=lambda c: -c.score)
-        return found[: self.config.build_candidates]
+        # agreements = (score + checked) / 2 must be more than half of checked, i.e. score > 0
+        kept = [c for c in found if c.score > 0]
+        split = not kept and any(c.checked >= 2 for c in found)  # compared with each other, and no majority
+        return kept[: self.config.build_candidates], split
 
     def _build(self, tenant: str, group_id: str) -> Entry | None:
         """Build under the group's lease in the store, so two replicas never build one group at once."""
@@ -509,10 +591,13 @@ class MiniCache:
         held = examples[-self.config.validate_n:]
         # Values that vary cannot be in the boilerplate every request of the group starts with.
         prefix = shared_prefix([_request_text(ex.question, ex.context) for ex in held])
-        candidates = self._own_candidates(examples, prefix)
+        candidates, split = self._own_candidates(examples, prefix)
         feedback = None
         attempts: list[dict[str, Any]] = []
-        while True:
+        no_majority = not candidates and split
+        if no_majority:  # the group's own programs contradict each other: nothing to cache yet
+            attempts.append({"source": "agreement", "ok": False, "error": "no program has a majority of the examples"})
+        while not no_majority:
             if candidates:
                 cand = candidates.pop(0)
             elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
@@ -541,6 +626,8 @@ class MiniCache:
                                           "shared_prefix": record["shared_prefix"],
                                           "of": record["of"], "source": cand.kind, "attempts": attempts,
                                           "rule_examples": len(pairs),
+                                          "profile": learn_profile(template, pairs, [ex.answer for ex in examples],
+                                                                   self.config.verify.exemplars),
                                           "held": [ex.id for ex in held], "at": time.time()},
                               rules=rules)
                 self.store.put_entry(entry)
@@ -573,6 +660,10 @@ class MiniCache:
             "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
             "builds_ok": counters.get("builds_ok", 0), "builds_failed": counters.get("builds_failed", 0),
             "evictions": counters.get("evictions", 0),
+            "hit_refusals": counters.get("hit_refusals", 0), "audits": counters.get("audits", 0),
+            "audits_disagreed": counters.get("audits_disagreed", 0),
+            "entries_demoted": sum(e.status == "active" and demoted(e, self.config.audit_delta, self.config.audit_z)
+                                   for e in entries),
             "step_reuse": counters.get("step_reuse", 0), "step_patch": counters.get("step_patch", 0),
             "step_skip": counters.get("step_skip", 0),
             "target_tokens": counters.get("target_tokens", 0), "small_tokens": counters.get("small_tokens", 0),

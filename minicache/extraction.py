@@ -333,8 +333,9 @@ class Extractor:
             raise ExtractionError("small model returned JSON that is not an object")
         checked = check_types(template, values)
         check_grounded(template, checked, text)
+        detail = {"margins": dict(out.choice_margins)} if getattr(out, "choice_margins", None) else {}
         return Extraction(checked, "choice" if candidates else "free",
-                          time.perf_counter() - began, out.prompt_tokens + out.completion_tokens)
+                          time.perf_counter() - began, out.prompt_tokens + out.completion_tokens, detail)
 
     def extract(self, entry: Entry, text: str) -> Extraction:
         began = time.perf_counter()

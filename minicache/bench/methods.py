@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -250,7 +251,7 @@ class MiniCacheMethod:
             answer = parse_action(answer) if isinstance(answer, str) else answer
         return Outcome(answer, "hit" if res.route == "hit" else "miss", res.tokens["target"], res.tokens["small"],
                        {"route": res.route, "group": res.group, "extraction": res.extraction,
-                        "timings": res.timings})
+                        "timings": res.timings, "fallback_reason": res.fallback_reason})
 
 
 class NoReuse:
@@ -303,8 +304,10 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
     if name == "gencache":
         return GenCacheLike(pot, target, sandbox, embedder)
     if name == "minicache":
+        # No audits unless asked for (MINICACHE_AUDIT_RATE): they would add target calls to the stream.
         engine = MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
-                           config=EngineConfig(background_builds=False))
+                           config=EngineConfig(background_builds=False,
+                                               audit_rate=float(os.environ.get("MINICACHE_AUDIT_RATE", "0"))))
         return MiniCacheMethod(engine, use_group_labels)
     if name == "no-reuse":
         return NoReuse(target, EngineConfig().step.max_tokens)

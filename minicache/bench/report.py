@@ -96,12 +96,51 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
             pot_lat = f"{b['baseline_latency_mean']:.2f}s" if b["baseline_latency_mean"] is not None else "-"
             lines.append(f"| {b['route']} | {b['n']} | {b['accuracy']:.1%} | {b['latency_mean']:.2f}s | "
                          f"{b['latency_p50']:.2f}s | {pot_acc} | {pot_lat} |")
+    if ref_name == "pot" and rows.get("pot"):
+        rates = [r for name, rs in rows.items() if name != "pot" for r in cache_rates(name, rs, rows["pot"])]
+        if rates:
+            lines += ["", "## Wrong answers added (and removed) by the cache, against pot on the same requests", "",
+                      "cache_error_rate: hits wrong where pot was right, over hits; cache_gain_rate: hits right "
+                      "where pot was wrong, over hits.", "",
+                      "| method | extraction | hits | cache_error_rate | cache_gain_rate | hit p50 |",
+                      "|---|---|---|---|---|---|"]
+            for c in rates:
+                lines.append(f"| {c['method']} | {c['path']} | {c['hits']} | {c['cache_error_rate']:.1%} | "
+                             f"{c['cache_gain_rate']:.1%} | {c['hit_p50']:.2f}s |")
+    stats = methods.get("minicache", {}).get("engine_stats") or {}
+    if "audits" in stats:
+        lines += ["", f"Hit checks (minicache engine): {stats.get('hit_refusals', 0)} hits refused and served as "
+                  f"misses; {stats['audits']} audits, {stats.get('audits_disagreed', 0)} of them disagreeing; "
+                  f"{stats.get('entries_demoted', 0)} entries demoted at the end."]
     purity = methods.get("minicache", {}).get("routing")
     if purity:
         lines += ["", f"Routing (minicache, no labels): {purity['groups_formed']} groups formed for {purity['labels']} "
                   f"gold labels, purity {purity['purity']:.1%}."]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_plots(out, results, rows)
+
+
+def cache_rates(method: str, rows: list[dict[str, Any]], pot: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """cache_error_rate and cache_gain_rate of a method's hits against pot on the same requests, for
+    all its hits and per extraction path (rule, align, choice, free) where rows name one."""
+    from .runner import percentile
+
+    base = {str(r["id"]): r for r in pot}
+    hits = [r for r in rows if r["route"] == "hit" and str(r["id"]) in base]
+    if not hits:
+        return []
+    paths: dict[str, list[dict[str, Any]]] = {"all": hits}
+    for r in hits:
+        path = (r.get("detail") or {}).get("extraction")
+        if path:
+            paths.setdefault(path, []).append(r)
+    out = []
+    for path, rs in paths.items():
+        wrong = sum(not r["correct"] and base[str(r["id"])]["correct"] for r in rs)
+        gained = sum(r["correct"] and not base[str(r["id"])]["correct"] for r in rs)
+        out.append({"method": method, "path": path, "hits": len(rs), "cache_error_rate": wrong / len(rs),
+                    "cache_gain_rate": gained / len(rs), "hit_p50": percentile([r["latency_s"] for r in rs], 0.5)})
+    return out
 
 
 def write_plots(out: Path, results: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> None:

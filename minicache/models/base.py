@@ -65,6 +65,8 @@ class Completion:
     model: str = ""
     # Speculative decoding statistics, when drafting was used.
     draft: dict[str, Any] = field(default_factory=dict)
+    # Choice decoding (models/choice.py): per field, the log-probability margin of the chosen value.
+    choice_margins: dict[str, float] = field(default_factory=dict)
 
     @property
     def total_s(self) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,11 @@ class Decoded:
     evals: int  # forward passes (batches) after the prompt
     first_eval_s: float  # the batch that carried the prompt's new tokens (prefill)
     total_s: float
+    # Per choice field, the smallest logit gap between the chosen token and the best other allowed
+    # token at any point where the allowed values branched (the log-probability margin of the choice;
+    # the same softmax normalizes both, so the logit gap is the log-probability gap). Fields whose
+    # values never branched (one allowed value) are left out: nothing was chosen.
+    margins: dict[str, float] = field(default_factory=dict)
 
 
 def _text_piece(piece: bytes) -> tuple[bytes, bool] | None:
@@ -105,6 +110,7 @@ def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
         state["out"] += len(tokens)
 
     values: dict[str, Any] = {}
+    margins: dict[str, float] = {}
     for i, field in enumerate(fields):
         opening = ("{" if i == 0 else " ") + json.dumps(field.key) + ": "
         end = "}" if i == len(fields) - 1 else ","
@@ -117,23 +123,34 @@ def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
             continue
         push(tokenize(opening))
         paths = [tokenize(json.dumps(v)) + tokenize(end) for v in field.allowed]
-        values[field.key] = field.allowed[_decode_choice(paths, logits, push)]
+        index, margin = _decode_choice(paths, logits, push)
+        values[field.key] = field.allowed[index]
+        if margin is not None:
+            margins[field.key] = margin
     return Decoded(json.dumps(values), values, state["out"], state["evals"], state["first"],
-                   time.perf_counter() - began)
+                   time.perf_counter() - began, margins)
 
 
 def _decode_choice(paths: list[list[int]], logits: Callable[[], np.ndarray],
-                   push: Callable[[list[int]], None]) -> int:
-    """The index of one of the allowed values' token ``paths``: forced tokens are only queued; the
-    model decides where the paths branch."""
+                   push: Callable[[list[int]], None]) -> tuple[int, float | None]:
+    """The index of one of the allowed values' token ``paths`` and the choice's margin (None if the
+    paths never branched): forced tokens are only queued; the model decides where the paths branch."""
     chosen: list[int] = []
     live = list(range(len(paths)))
+    margin: float | None = None
     while True:
         if len(live) == 1 or all(paths[j] == paths[live[0]] for j in live):
             push(paths[live[0]][len(chosen):])
-            return live[0]
+            return live[0], margin
         nexts = sorted({paths[j][len(chosen)] for j in live if len(paths[j]) > len(chosen)})
-        token = nexts[0] if len(nexts) == 1 else nexts[int(np.argmax(logits()[nexts]))]
+        if len(nexts) == 1:
+            token = nexts[0]
+        else:
+            scores = logits()[nexts]
+            order = np.argsort(scores)[::-1]
+            token = nexts[int(order[0])]
+            gap = float(scores[order[0]] - scores[order[1]])
+            margin = gap if margin is None else min(margin, gap)
         chosen.append(token)
         push([token])
         live = [j for j in live if len(paths[j]) >= len(chosen) and paths[j][len(chosen) - 1] == token]

@@ -256,7 +256,8 @@ class LlamaCppBackend:
         prefill = wall - out.total_s + out.first_eval_s
         return Completion(text=out.text, prompt_tokens=len(tokens), completion_tokens=out.completion_tokens,
                           prefill_s=prefill, decode_s=max(0.0, wall - prefill), finish_reason="stop",
-                          model=self.name, draft={"cached_prompt_tokens": start, "forward_passes": out.evals})
+                          model=self.name, draft={"cached_prompt_tokens": start, "forward_passes": out.evals},
+                          choice_margins=out.margins)
 
     def _drafter(self, kind: DraftKind, draft_text: str | None):
         from .speculative import LookupDrafter, SmallModelDrafter

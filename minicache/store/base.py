@@ -84,6 +84,9 @@ class Entry:
     failures: int = 0
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    # Audits (see minicache.hit): served hits also answered by the miss path, and how many agreed.
+    audits_agreed: int = 0
+    audits_disagreed: int = 0
 
     @property
     def program_hash(self) -> str:
@@ -94,6 +97,7 @@ class Entry:
                 "status": self.status, "template": [v.as_dict() for v in self.template],
                 "program": self.program, "program_hash": self.program_hash, "validation": self.validation,
                 "rules": self.rules, "hits": self.hits, "failures": self.failures,
+                "audits_agreed": self.audits_agreed, "audits_disagreed": self.audits_disagreed,
                 "created_at": self.created_at, "updated_at": self.updated_at}
 
     @classmethod
@@ -109,7 +113,8 @@ class Entry:
                    program=data["program"], version=int(data.get("version", 1)),
                    status=data.get("status", "active"), validation=data.get("validation") or {},
                    rules=data.get("rules") or {}, hits=int(data.get("hits", 0)),
-                   failures=int(data.get("failures", 0)))
+                   failures=int(data.get("failures", 0)), audits_agreed=int(data.get("audits_agreed", 0)),
+                   audits_disagreed=int(data.get("audits_disagreed", 0)))
 
 
 @dataclass
@@ -163,6 +168,7 @@ class Store(Protocol):
     def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]: ...
     def record_hit(self, tenant: str, entry_id: str) -> None: ...
     def record_failure(self, tenant: str, entry_id: str) -> int: ...
+    def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]: ...
     def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None: ...
     def delete_entry(self, tenant: str, entry_id: str) -> bool: ...
 

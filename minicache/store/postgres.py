@@ -80,6 +80,11 @@ MIGRATIONS: list[str] = [
         seq BIGINT GENERATED ALWAYS AS IDENTITY, PRIMARY KEY (tenant, id));
     CREATE INDEX step_records_task ON step_records (tenant, task);
     """,
+    # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
+    """
+    ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 _NOW = "EXTRACT(EPOCH FROM statement_timestamp())::float8"  # the server's clock, in epoch seconds
@@ -275,7 +280,8 @@ class PostgresStore:
                      template=[Variable(**v) for v in json.loads(row["template"])], program=row["program"],
                      version=row["version"], status=row["status"], validation=json.loads(row["validation"]),
                      rules=json.loads(row["rules"]), hits=row["hits"], failures=row["failures"],
-                     created_at=row["created_at"], updated_at=row["updated_at"])
+                     created_at=row["created_at"], updated_at=row["updated_at"],
+                     audits_agreed=row["audits_agreed"], audits_disagreed=row["audits_disagreed"])
 
     def put_entry(self, entry: Entry) -> Entry:
         """Insert ``entry`` as the group's newest version; an active one supersedes the previous.
@@ -293,12 +299,12 @@ class PostgresStore:
                           "AND status='active'", (now, entry.tenant, entry.group_id))
                 c.execute("UPDATE groups SET status='cached' WHERE tenant=%s AND id=%s", (entry.tenant, entry.group_id))
             c.execute("INSERT INTO entries (tenant, id, group_id, version, status, template, program, program_hash, "
-                      "validation, rules, hits, failures, created_at, updated_at) "
-                      "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                      "validation, rules, hits, failures, created_at, updated_at, audits_agreed, audits_disagreed) "
+                      "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                       (entry.tenant, entry.id, entry.group_id, version, entry.status,
                        dumps([v.as_dict() for v in entry.template]), entry.program, entry.program_hash,
                        dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
-                       float(entry.created_at), now))
+                       float(entry.created_at), now, entry.audits_agreed, entry.audits_disagreed))
         entry.version, entry.updated_at = version, now
         return entry
 
@@ -330,6 +336,14 @@ class PostgresStore:
             row = c.execute("UPDATE entries SET failures=failures+1, updated_at=%s WHERE tenant=%s AND id=%s "
                             "RETURNING failures", (time.time(), tenant, entry_id)).fetchone()
         return row["failures"] if row else 0
+
+    def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]:
+        """Count one audit of ``entry_id``; returns its (agreed, disagreed) totals ((0, 0) if gone)."""
+        column = "audits_agreed" if agreed else "audits_disagreed"
+        with self._conn() as c:
+            row = c.execute(f"UPDATE entries SET {column}={column}+1 WHERE tenant=%s AND id=%s "
+                            "RETURNING audits_agreed, audits_disagreed", (tenant, entry_id)).fetchone()
+        return (row["audits_agreed"], row["audits_disagreed"]) if row else (0, 0)
 
     def _reopen_if_no_active(self, c: psycopg.Connection, tenant: str, group_id: str) -> None:
         active = c.execute("SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s "

@@ -54,6 +54,11 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (tenant, id));
     CREATE INDEX step_records_task ON step_records (tenant, task);
     """,
+    # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
+    """
+    ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -203,7 +208,8 @@ class SQLiteStore:
                      template=[Variable(**v) for v in json.loads(row["template"])], program=row["program"],
                      version=row["version"], status=row["status"], validation=json.loads(row["validation"]),
                      rules=json.loads(row["rules"]), hits=row["hits"], failures=row["failures"],
-                     created_at=row["created_at"], updated_at=row["updated_at"])
+                     created_at=row["created_at"], updated_at=row["updated_at"],
+                     audits_agreed=row["audits_agreed"], audits_disagreed=row["audits_disagreed"])
 
     def put_entry(self, entry: Entry) -> Entry:
         """Insert ``entry`` as the group's newest version; an active one supersedes the previous."""
@@ -219,11 +225,12 @@ class SQLiteStore:
                 c.execute("UPDATE groups SET status='cached' WHERE tenant=? AND id=?", (entry.tenant, entry.group_id))
             entry.version, entry.updated_at = version, now
             c.execute("INSERT INTO entries (tenant, id, group_id, version, status, template, program, program_hash, "
-                      "validation, rules, hits, failures, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      "validation, rules, hits, failures, created_at, updated_at, audits_agreed, audits_disagreed) "
+                      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                       (entry.tenant, entry.id, entry.group_id, version, entry.status,
                        dumps([v.as_dict() for v in entry.template]), entry.program, entry.program_hash,
                        dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
-                       entry.created_at, now))
+                       entry.created_at, now, entry.audits_agreed, entry.audits_disagreed))
         return entry
 
     def active_entry(self, tenant: str, group_id: str) -> Entry | None:
@@ -251,6 +258,15 @@ class SQLiteStore:
                       (time.time(), tenant, entry_id))
             row = c.execute("SELECT failures FROM entries WHERE tenant=? AND id=?", (tenant, entry_id)).fetchone()
         return row[0] if row else 0
+
+    def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]:
+        """Count one audit of ``entry_id``; returns its (agreed, disagreed) totals ((0, 0) if gone)."""
+        column = "audits_agreed" if agreed else "audits_disagreed"
+        with self._tx() as c:
+            c.execute(f"UPDATE entries SET {column}={column}+1 WHERE tenant=? AND id=?", (tenant, entry_id))
+            row = c.execute("SELECT audits_agreed, audits_disagreed FROM entries WHERE tenant=? AND id=?",
+                            (tenant, entry_id)).fetchone()
+        return (row[0], row[1]) if row else (0, 0)
 
     def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None:
         with self._tx() as c:

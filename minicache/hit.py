@@ -1,0 +1,281 @@
+"""The checks that make a hit trustworthy: a hit is served only when the cache can show it is right.
+
+The engine's hit path (``MiniCache._hit``) calls :class:`HitVerifier`; anything it cannot show raises
+:class:`HitRefused` and the request pays for a miss instead. Four layers, cheapest first (the whole
+story, with the reasons, is docs/hits.md):
+
+1. **Zero-model extraction.** Learned rules (two agreeing examples) and alignment with an exemplar
+   (one validated example, :mod:`minicache.align`). When both resolve every variable they must agree.
+2. **Corroboration of model-chosen values.** When the small model chooses, its choice must agree with
+   every rule and aligned slot that applies, no number may fill two variables unless the request
+   writes it twice or the group's examples always had them equal, the words around each chosen
+   number must not point to another variable, and the decoder's margin (log-probability gap to the
+   runner-up) must be large enough where the backend reports it.
+3. **Plausibility against the group's examples** (every path): each value in the sign, magnitude and
+   written form (percent or not) the examples show; the answer in their sign and magnitude.
+4. **Audits** (:func:`wilson_upper`): a sampled share of hits is also answered by the miss path; an
+   entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen hit until
+   agreeing audits bring the bound back under delta.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .align import Alignment, align, cue_score, floors, learn_exemplars, positions, stems, words_before
+from .extraction import Extraction, ExtractionError, Extractor, apply_rule, check_types
+from .lifting import EXAMPLE_MARK
+from .store.base import Entry, Variable
+
+MODEL_PATHS = ("choice", "free")  # extraction methods where the small model chose the values
+ZERO_MODEL_PATHS = ("rule", "align")
+
+
+class HitRefused(ExtractionError):
+    """The hit could not be shown to be right; the request goes to the miss path.
+
+    ``check`` names the check that refused; ``shadow`` marks a refusal only because the entry is
+    demoted, after which the engine audits the would-be hit against the miss answer."""
+
+    def __init__(self, check: str, reason: str, *, shadow: bool = False) -> None:
+        super().__init__(f"{check}: {reason}")
+        self.check, self.reason, self.shadow = check, reason, shadow
+
+
+@dataclass
+class VerifyConfig:
+    """Knobs of the hit checks (see docs/hits.md for how they were chosen)."""
+
+    value_range: float = 100.0  # a value may lie this factor outside the examples' magnitudes
+    answer_range: float = 1000.0  # ... and the answer this factor outside the examples' answers
+    min_margin: float = 1.0  # the decoder's log-probability gap, chosen vs runner-up (nats)
+    exemplars: int = 3  # exemplars kept per entry for alignment
+
+
+def wilson_upper(failures: int, n: int, z: float) -> float:
+    """Upper end of the Wilson score interval for an error rate of ``failures`` in ``n`` trials.
+
+    Wilson rather than the normal approximation: it stays inside [0, 1] and is sensible for the
+    handful of audits an entry gets (Brown, Cai & DasGupta 2001)."""
+    if n <= 0:
+        return 1.0
+    p = failures / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def demoted(entry: Entry, delta: float, z: float) -> bool:
+    """An entry caught wrong by an audit, whose upper confidence bound on error exceeds ``delta``.
+
+    With no disagreement at all the bound is not applied (it would need ~380 agreeing audits at
+    delta=0.01 before a new entry could serve): the build's validation is the entry's starting trust."""
+    d = entry.audits_disagreed
+    return d > 0 and wilson_upper(d, d + entry.audits_agreed, z) > delta
+
+
+# ---------------------------------------------------------------------------------------------
+# What a build learns for the checks: entry.validation["profile"]
+
+
+def learn_profile(template: list[Variable], validated: list[tuple[str, dict[str, Any]]], answers: list[Any],
+                  exemplars: int = 3) -> dict[str, Any]:
+    """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
+    group's numeric answers."""
+    from .align import positions as _positions
+
+    values: dict[str, list[Any]] = {}
+    kinds: dict[str, list[str]] = {}
+    for text, vals in validated:
+        pos = _positions(text)
+        for var in template:
+            v = vals.get(var.name)
+            if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            values.setdefault(var.name, []).append(v)
+            kinds.setdefault(var.name, []).extend(p.kind for p in pos if v in p.values())
+    equal = [[a.name, b.name] for i, a in enumerate(template) for b in template[i + 1:]
+             if validated and all(vals.get(a.name) == vals.get(b.name) for _, vals in validated)]
+    numeric = [a for a in answers if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    return {"exemplars": learn_exemplars(template, validated, exemplars),
+            "values": {k: v[:20] for k, v in values.items()}, "kinds": {k: sorted(set(v)) for k, v in kinds.items()},
+            "equal": equal, "answers": numeric[:20]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+def _outside(value: float, seen: list[float], factor: float) -> str | None:
+    """Why ``value`` does not fit the sign and magnitude of ``seen``, or None if it does."""
+    if not seen:
+        return None
+    if all(s > 0 for s in seen) and value <= 0 or all(s < 0 for s in seen) and value >= 0:
+        return f"{value} has another sign than every example ({min(seen)} to {max(seen)})"
+    nonzero = [abs(s) for s in seen if s]
+    if len(nonzero) == len(seen) and value:
+        lo, hi = min(nonzero), max(nonzero)
+        if abs(value) < lo / factor or abs(value) > hi * factor:
+            return f"{value} is far outside the examples' magnitude ({lo:g} to {hi:g})"
+    return None
+
+
+def check_values(profile: dict[str, Any], template: list[Variable], values: dict[str, Any], text: str,
+                 factor: float) -> None:
+    """Each value in the sign, magnitude and written form (percent or not) of the group's examples."""
+    pos = positions(text)
+    for var in template:
+        v = values.get(var.name)
+        if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        why = _outside(v, profile.get("values", {}).get(var.name, []), factor)
+        if why:
+            raise HitRefused("range", f"{var.name}: {why}")
+        seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
+        here = {p.kind for p in pos if v in p.values()}
+        if seen_kinds and here:
+            if seen_kinds == {"pct"} and "pct" not in here:
+                raise HitRefused("unit", f"{var.name} was a percentage in every example; {v} is not written as one")
+            if "pct" not in seen_kinds and here == {"pct"}:
+                raise HitRefused("unit", f"{var.name} was never a percentage in the examples; {v} is written as one")
+
+
+def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
+    """The answer in the sign and magnitude of the answers the group's examples were served."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        why = _outside(value, profile.get("answers", []), factor)
+        if why:
+            raise HitRefused("answer", why)
+
+
+def _cues(var: Variable, exemplars: list[dict[str, Any]]) -> set[str]:
+    """Words that say what a variable is: its name, its description (with the example's own words,
+    which lifting records after EXAMPLE_MARK) and its cue words in each exemplar."""
+    import re
+
+    words = re.findall(r"[a-z]+", (var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")).lower())
+    found = set(stems(words))
+    for ex in exemplars:
+        found |= set((ex.get("slots", {}).get(var.name) or {}).get("cues", []))
+    return found
+
+
+def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any],
+                min_margin: float) -> None:
+    """Refuse a model's choice that any independent signal contradicts (see the module docstring)."""
+    values = extraction.variables
+    numeric = [v for v in entry.template if v.type != "string" and isinstance(values.get(v.name), (int, float))]
+    for var in numeric:
+        rule = entry.rules.get(var.name)
+        said = apply_rule(rule, text) if rule else None
+        if said is not None and said != values[var.name]:
+            raise HitRefused("rule", f"the rule reads {var.name}={said}, the model chose {values[var.name]}")
+        if var.name in partial and partial[var.name] != values[var.name]:
+            raise HitRefused("align", f"alignment reads {var.name}={partial[var.name]}, "
+                                      f"the model chose {values[var.name]}")
+    pos = positions(text)
+    equal = {frozenset(pair) for pair in (entry.validation.get("profile") or {}).get("equal", [])}
+    for i, a in enumerate(numeric):
+        for b in numeric[i + 1:]:
+            v = values[a.name]
+            if values[b.name] == v and frozenset((a.name, b.name)) not in equal:
+                written = sum(v in p.values() for p in pos)
+                if written < 2:
+                    raise HitRefused("duplicate", f"{a.name} and {b.name} both took {v}, written once")
+    exemplars = (entry.validation.get("profile") or {}).get("exemplars", [])
+    cues = {var.name: _cues(var, exemplars) for var in numeric}
+    floor = floors(pos)
+    words = {p.start: words_before(text, p, floor[p.start]) for p in pos}
+    score = {(var.name, p.start): cue_score(words[p.start], cues[var.name]) for var in numeric for p in pos}
+    at = {var.name: [p for p in pos if values[var.name] in p.values()] for var in numeric}
+    taken = {p.start for ps in at.values() for p in ps}
+    for var in numeric:
+        mine = max((score[var.name, p.start] for p in at[var.name]), default=0.0)
+        other = max(((score[var.name, p.start], p) for p in pos if p.start not in taken),
+                    key=lambda t: t[0], default=(0.0, None))
+        if other[1] is not None and other[0] > mine:
+            raise HitRefused("context", f"the words around {other[1].readings[0].text.strip()!r} match {var.name} "
+                                        f"better than those around the chosen {values[var.name]}")
+    _check_swaps(numeric, at, score)
+    margins = extraction.detail.get("margins") or {}
+    low = {k: m for k, m in margins.items() if m is not None and m < min_margin}
+    if low:
+        name, margin = min(low.items(), key=lambda t: t[1])
+        raise HitRefused("margin", f"the model chose {name} by a log-probability margin of {margin:.2f} "
+                                   f"(at least {min_margin} needed)")
+
+
+def _check_swaps(numeric: list[Variable], at: dict[str, list[Any]], score: dict[tuple[str, int], float]) -> None:
+    """Refuse when the chosen numbers, given to the variables in another order, fit their words better."""
+    import itertools
+
+    if not 2 <= len(numeric) <= 7 or any(len(at[v.name]) != 1 for v in numeric):
+        return  # a value written at several places (or not at all) has no single place to swap
+    names = [v.name for v in numeric]
+    places = [at[n][0].start for n in names]
+    if len(set(places)) < len(places):
+        return
+
+    def total(order: tuple[int, ...]) -> float:
+        return sum(score[n, s] for n, s in zip(names, order))
+
+    mine = total(tuple(places))
+    best = max(itertools.permutations(places), key=total)
+    if total(best) > mine:
+        moved = [n for n, a, b in zip(names, places, best) if a != b]
+        raise HitRefused("swap", f"the words around the chosen numbers fit {', '.join(moved)} better in another order")
+
+
+class HitVerifier:
+    """Extraction for a hit, with every check above. Stateless: safe to share between threads."""
+
+    def __init__(self, extractor: Extractor, config: VerifyConfig | None = None) -> None:
+        self.extractor = extractor
+        self.config = config or VerifyConfig()
+
+    def aligned(self, entry: Entry, text: str) -> tuple[Alignment | None, dict[str, Any]]:
+        """The first complete alignment (None if there is none) and the slots every exemplar that read
+        them agrees on. Two exemplars aligning to different values refuse the hit."""
+        complete: Alignment | None = None
+        partial: dict[str, Any] = {}
+        conflicts: set[str] = set()
+        for exemplar in (entry.validation.get("profile") or {}).get("exemplars", []):
+            found = align(exemplar, text)
+            if found.complete:
+                if complete is not None and complete.values != found.values:
+                    raise HitRefused("align", "two validated examples align the request differently")
+                complete = complete or found
+            for k, v in found.values.items():
+                if k in partial and partial[k] != v:
+                    conflicts.add(k)
+                partial.setdefault(k, v)
+        return complete, {k: v for k, v in partial.items() if k not in conflicts}
+
+    def extract(self, entry: Entry, request_text: str, *, allow_model: bool = True) -> Extraction:
+        """The verified values for ``entry`` from a request; raises HitRefused (or ExtractionError
+        when the small model fails outright, which counts as the entry's failure)."""
+        began = time.perf_counter()
+        text = self.extractor.text_for(entry, request_text)
+        profile = entry.validation.get("profile") or {}
+        by_rules = self.extractor.by_rules(entry, text)
+        aligned, partial = self.aligned(entry, text) if self.extractor.use_rules else (None, {})
+        if by_rules is not None and aligned is not None and by_rules != aligned.values:
+            raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}")
+        if by_rules is not None or aligned is not None:
+            method, values = ("rule", by_rules) if by_rules is not None else ("align", aligned.values)  # type: ignore[union-attr]
+            checked = check_types(entry.template, values)  # type: ignore[arg-type]
+            check_values(profile, entry.template, checked, text, self.config.value_range)
+            return Extraction(checked, method, time.perf_counter() - began)
+        if not allow_model:
+            raise HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
+        mode = entry.validation.get("extraction", "choice")
+        extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"))
+        check_values(profile, entry.template, extraction.variables, text, self.config.value_range)
+        corroborate(entry, extraction, text, partial, self.config.min_margin)
+        return extraction
+
+    def check_answer(self, entry: Entry, value: Any) -> None:
+        check_answer(entry.validation.get("profile") or {}, value, self.config.answer_range)

@@ -1,0 +1,363 @@
+"""Hit verification (minicache.hit, minicache.align): a hit is served only when the cache can show it
+is right. Each safeguard is pinned with fake models: the engine end to end where the route matters,
+the verifier alone where a hand-made entry shows the check more directly."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
+from test_choice import VOCAB, tokenize
+from minicache.align import align, check_exemplar, learn_exemplar, learn_exemplars, number_kind, positions
+from minicache.engine import EngineConfig, MiniCache
+from minicache.extraction import Extractor, find_candidates
+from minicache.hit import HitRefused, HitVerifier, demoted, learn_profile, wilson_upper
+from minicache.models.base import Completion
+from minicache.models.choice import Field, decode_object
+from minicache.store import Entry, SQLiteStore, Variable
+
+
+class SwappingSmall(FakeSmall):
+    """A good small model that, when ``swap`` is set, gives the variables each other's values."""
+
+    swap = False
+
+    def _reply(self, messages, options):
+        out = super()._reply(messages, options)
+        if self.swap and isinstance(out, dict):
+            out = dict(zip(out, list(out.values())[::-1]))
+        return out
+
+
+class LyingTarget(FakeTarget):
+    """A good target that, while ``lie`` is set, writes a sum where the ratio belongs."""
+
+    lie = False
+
+    def _miss(self, messages):
+        reply = super()._miss(messages)
+        return reply.replace("current_assets / current_liabilities", "current_assets + current_liabilities") \
+            if self.lie and isinstance(reply, str) else reply
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    made: list[MiniCache] = []
+
+    def factory(*, target=None, small=None, **config):
+        target = target or FakeTarget()
+        small = small or SwappingSmall()
+        mc = MiniCache(target, small, store=SQLiteStore(tmp_path / f"mc{len(made)}.db"), embedder=HashEmbedder(),
+                       config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
+        made.append(mc)
+        return mc
+
+    yield factory
+    for mc in made:
+        mc.close()
+
+
+def warm(mc, domain, values_list, **kwargs):
+    for values in values_list:
+        result = mc.solve(domain.ask(*values), **kwargs)
+        assert result.answer == pytest.approx(domain.answer(*values))
+    return result
+
+
+def entry_of(mc, result):
+    return mc.store.active_entry("default", result.group)
+
+
+REWORDED = "Current ratio please: assets {0:,} over liabilities {1:,}."
+
+
+# -- the engine's hit path ----------------------------------------------------------------------
+
+
+def test_swapped_variables_are_refused_and_the_request_is_answered_by_the_target(make):
+    mc = make(use_rules=False)  # no rule or alignment: only the words around the numbers can tell
+    built = warm(mc, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    entry = entry_of(mc, built)
+    mc.small.swap = True
+    result = mc.solve(REWORDED.format(64000, 16000), group="cr")
+    assert result.route == "fallback" and result.fallback_reason.startswith("HitRefused: swap")
+    assert result.answer == pytest.approx(4.0)  # the miss path's answer, not 16000 / 64000
+    assert mc.store.get_entry("default", entry.id).failures == 0  # a refusal is not the entry's failure
+    assert mc.stats()["hit_refusals"] == 1
+    mc.small.swap = False
+    again = mc.solve(REWORDED.format(64000, 16000), group="cr")
+    assert again.route == "hit" and again.extraction == "choice" and again.answer == pytest.approx(4.0)
+
+
+def test_a_value_outside_the_learned_range_is_refused(make):
+    mc = make()
+    warm(mc, CURRENT_RATIO, CR_VALUES[:3], group="cr")  # assets 9,000 to 120,000
+    result = mc.solve(REWORDED.format(64, 16), group="cr")
+    assert result.route == "fallback" and result.fallback_reason.startswith("HitRefused: range")
+    assert "far outside the examples' magnitude" in result.fallback_reason
+
+
+def test_a_zero_model_hit_from_a_single_validated_example(make):
+    mc = make(build_after=1, validate_n=1, validate_min=1)
+    first = warm(mc, SIMPLE_INTEREST, SI_VALUES[:1])
+    entry = entry_of(mc, first)
+    assert entry.rules == {}  # a rule needs two agreeing examples
+    assert len(entry.validation["profile"]["exemplars"]) == 1
+    calls = len(mc.small.calls)
+    for values in SI_VALUES[1:4]:
+        hit = mc.solve(SIMPLE_INTEREST.ask(*values))
+        assert hit.route == "hit" and hit.extraction == "align" and hit.tokens["small"] == 0
+        assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values))
+        assert hit.answer == pytest.approx(SIMPLE_INTEREST.answer(*values))
+    assert len(mc.small.calls) == calls
+
+
+def test_an_extra_number_of_a_used_kind_is_not_aligned_and_goes_to_the_model(make):
+    mc = make(build_after=1, validate_n=1, validate_min=1)
+    warm(mc, CURRENT_RATIO, CR_VALUES[:1])
+    calls = len(mc.small.calls)
+    text = CURRENT_RATIO.ask(64000, 16000) + " Fixed assets are $5,000."
+    result = mc.solve(text)
+    assert result.extraction != "align" and len(mc.small.calls) == calls + 1
+
+
+def test_audit_disagreement_demotes_an_entry_and_agreement_restores_it(make):
+    target = LyingTarget()
+    mc = make(target=target, use_rules=False, audit_rate=1.0, audit_delta=0.25, audit_z=1.0)
+    built = warm(mc, CURRENT_RATIO, CR_VALUES[:3])
+    entry = entry_of(mc, built)
+    target.lie = True  # the audit's miss answers with a sum: the audit disagrees with the hit
+    hit = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    assert hit.route == "hit" and hit.extraction == "choice"
+    record = mc.store.get_entry("default", entry.id)
+    assert (record.audits_agreed, record.audits_disagreed) == (0, 1) and demoted(record, 0.25, 1.0)
+    assert mc.stats()["entries_demoted"] == 1 and mc.stats()["audits_disagreed"] == 1
+    target.lie = False
+    # Demoted: model-chosen hits become misses, and each would-be hit is audited against the miss answer.
+    routes = []
+    for k in range(20):
+        values = (20000 + 1000 * k, 10000 + 300 * k)
+        result = mc.solve(CURRENT_RATIO.ask(*values))
+        assert result.answer == pytest.approx(CURRENT_RATIO.answer(*values))
+        routes.append(result.route)
+        if result.route == "hit":
+            break
+    record = mc.store.get_entry("default", entry.id)
+    assert routes[:-1] == ["fallback"] * (len(routes) - 1) and routes[-1] == "hit"
+    # Restored once 1 disagreement in n audits has a Wilson upper bound (z=1) of at most 0.25: n = 10.
+    assert record.audits_disagreed == 1 and record.audits_agreed >= 9
+    assert not demoted(record, 0.25, 1.0)
+    assert len(routes) - 1 == 9
+    assert mc.stats()["entries_demoted"] == 0
+
+
+def test_a_zero_model_hit_caught_wrong_by_an_audit_counts_as_a_failure(make):
+    target = LyingTarget()
+    mc = make(target=target, audit_rate=1.0)
+    built = warm(mc, CURRENT_RATIO, CR_VALUES[:3])
+    entry = entry_of(mc, built)
+    target.lie = True
+    hit = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    assert hit.extraction in ("rule", "align")
+    record = mc.store.get_entry("default", entry.id)
+    assert record.audits_disagreed == 1 and record.failures == 1
+
+
+def test_a_group_whose_programs_disagree_is_not_cached(make):
+    class SplitTarget(FakeTarget):
+        def _miss(self, messages):
+            reply = super()._miss(messages)
+            odd = any(CURRENT_RATIO.ask(*v) in messages[1].content for v in CR_VALUES[1:4:2])
+            return reply.replace("current_assets / current_liabilities", "current_assets + current_liabilities") \
+                if odd else reply
+
+    mc = make(target=SplitTarget(), build_after=4)
+    for values in CR_VALUES[:4]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    assert mc.store.list_entries("default") == []
+    assert mc.target.build_calls == 0  # no generalization tried either: the examples must agree first
+    assert mc.stats()["builds_failed"] == 1
+
+
+# -- the verifier on hand-made entries ------------------------------------------------------------
+
+
+CR_TEMPLATE = [Variable("current_assets", "integer", "current assets, dollars"),
+               Variable("current_liabilities", "integer", "current liabilities, dollars")]
+
+
+def cr_entry(*, rules=None, exemplars=True) -> Entry:
+    pairs = [(CURRENT_RATIO.ask(*v), dict(zip(CURRENT_RATIO.names, v))) for v in CR_VALUES[:3]]
+    profile = learn_profile(CR_TEMPLATE, pairs, [CURRENT_RATIO.answer(*v) for v in CR_VALUES[:3]])
+    if not exemplars:
+        profile["exemplars"] = []
+    return Entry(id="ent_1", tenant="default", group_id="g", template=CR_TEMPLATE,
+                 program=CURRENT_RATIO.program(list(CR_VALUES[0])), rules=rules or {},
+                 validation={"extraction": "choice", "profile": profile})
+
+
+class MarginSmall:
+    """Answers an extraction with fixed values and the margins a choice decoder would report."""
+
+    name = "margin-small"
+
+    def __init__(self, values, margins=None) -> None:
+        self.values, self.margins, self.calls = values, margins or {}, 0
+
+    def complete(self, messages, options=None):
+        self.calls += 1
+        return Completion(text=json.dumps(self.values), prompt_tokens=10, completion_tokens=5,
+                          choice_margins=dict(self.margins))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_rule_and_the_model_that_disagree_refuse_the_hit():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    rules = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}  # reads only the assets
+    small = MarginSmall({"current_assets": 16000, "current_liabilities": 64000})
+    verifier = HitVerifier(Extractor(small))
+    with pytest.raises(HitRefused, match="rule reads current_assets=64000") as refused:
+        verifier.extract(cr_entry(rules=rules, exemplars=False), text)
+    assert refused.value.check == "rule" and small.calls == 1
+
+
+def test_rules_and_alignment_that_disagree_refuse_the_hit():
+    text = CURRENT_RATIO.ask(64000, 16000)
+    rules = {"current_assets": {"kind": "position", "index": 1, "count": 2},
+             "current_liabilities": {"kind": "position", "index": 0, "count": 2}}  # a wrong, swapped rule
+    with pytest.raises(HitRefused, match="rule: rules read"):
+        HitVerifier(Extractor(MarginSmall({}))).extract(cr_entry(rules=rules), text)
+
+
+def test_a_small_decoder_margin_refuses_the_hit_and_a_large_one_serves_it():
+    text = CURRENT_RATIO.ask(64000, 16000)
+    values = {"current_assets": 64000, "current_liabilities": 16000}
+    doubtful = HitVerifier(Extractor(MarginSmall(values, {"current_assets": 0.3, "current_liabilities": 4.0})))
+    with pytest.raises(HitRefused, match="margin of 0.30"):
+        doubtful.extract(cr_entry(exemplars=False), text)
+    sure = HitVerifier(Extractor(MarginSmall(values, {"current_assets": 2.5, "current_liabilities": 4.0})))
+    assert sure.extract(cr_entry(exemplars=False), text).variables == values
+
+
+def test_one_number_in_two_variables_is_refused_unless_written_twice():
+    entry = cr_entry(exemplars=False)
+    small = MarginSmall({"current_assets": 64000, "current_liabilities": 64000})
+    with pytest.raises(HitRefused, match="both took 64000, written once"):
+        HitVerifier(Extractor(small)).extract(entry, CURRENT_RATIO.ask(64000, 16000))
+    same = HitVerifier(Extractor(small)).extract(entry, CURRENT_RATIO.ask(64000, 64000))
+    assert same.variables == {"current_assets": 64000, "current_liabilities": 64000}
+
+
+def test_a_percentage_where_the_examples_had_none_is_refused():
+    template = [Variable("principal"), Variable("rate_pct"), Variable("years")]
+    pairs = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v))) for v in SI_VALUES[:3]]
+    profile = learn_profile(template, pairs, [SIMPLE_INTEREST.answer(*v) for v in SI_VALUES[:3]])
+    assert profile["kinds"]["rate_pct"] == ["pct"] and profile["kinds"]["years"] == ["unit:year"]
+    profile["exemplars"] = []
+    entry = Entry(id="e", tenant="default", group_id="g", template=template, program="", rules={},
+                  validation={"extraction": "choice", "profile": profile})
+    text = SIMPLE_INTEREST.ask(9000, 6, 4)
+    small = MarginSmall({"principal": 9000, "rate_pct": 4, "years": 6})  # the years and the rate exchanged
+    with pytest.raises(HitRefused, match="rate_pct was a percentage in every example"):
+        HitVerifier(Extractor(small)).extract(entry, text)
+
+
+def test_an_answer_of_another_sign_or_scale_than_the_groups_is_refused():
+    verifier = HitVerifier(Extractor(MarginSmall({})))
+    entry = cr_entry()  # answers 1.5, 1.5, 2.25
+    verifier.check_answer(entry, 3.2)
+    with pytest.raises(HitRefused, match="another sign"):
+        verifier.check_answer(entry, -1.5)
+    with pytest.raises(HitRefused, match="magnitude"):
+        verifier.check_answer(entry, 45000.0)
+
+
+# -- alignment ----------------------------------------------------------------------------------
+
+
+def test_number_kinds_follow_how_the_number_is_written():
+    text = "a loan of $12,000 at 5% for 3 years, paid quarterly, 40 items and 7 more"
+    kinds = {c.text.strip(): number_kind(text, c) for c in find_candidates(text)}
+    assert kinds == {"$12,000": "money", "5%": "pct", "3": "unit:year", "quarterly": "word:quarterly",
+                     "40": "unit:item", "7": "plain"}
+
+
+def test_an_exemplar_from_one_example_aligns_a_new_request():
+    exemplar = learn_exemplar(CR_TEMPLATE, CURRENT_RATIO.ask(45000, 30000),
+                              {"current_assets": 45000, "current_liabilities": 30000})
+    found = align(exemplar, CURRENT_RATIO.ask(64000, 16000))
+    assert found.complete and found.values == {"current_assets": 64000, "current_liabilities": 16000}
+    # The same words in the other order: the cue words, not the order, decide.
+    flipped = "What is the current ratio if current liabilities are $16,000 and current assets are $64,000?"
+    assert align(exemplar, flipped).values == {"current_assets": 64000, "current_liabilities": 16000}
+
+
+def test_alignment_refuses_a_leftover_number_and_ties():
+    exemplar = learn_exemplar(CR_TEMPLATE, CURRENT_RATIO.ask(45000, 30000),
+                              {"current_assets": 45000, "current_liabilities": 30000})
+    extra = align(exemplar, CURRENT_RATIO.ask(64000, 16000) + " The audit fee was $900.")
+    assert not extra.complete and "'$900' is left over" in extra.reason
+    assert extra.values == {"current_assets": 64000, "current_liabilities": 16000}  # each slot did align
+    near = align(exemplar, CURRENT_RATIO.ask(64000, 16000) + " Fixed assets are $5,000.")
+    assert not near.complete  # "assets are" before two numbers: neither is the one
+    tie = align(exemplar, "Two amounts: $64,000 and $16,000.")
+    assert not tie.complete and "could be" in tie.reason
+
+
+def test_no_exemplar_when_a_value_is_written_twice_or_is_text():
+    assert learn_exemplar(CR_TEMPLATE, CURRENT_RATIO.ask(5000, 5000),
+                          {"current_assets": 5000, "current_liabilities": 5000}) is None
+    assert learn_exemplar([Variable("k", "string")], "red shoes under 30 dollars", {"k": "red shoes"}) is None
+
+
+def test_an_exemplar_that_misreads_a_validated_example_is_dropped():
+    good = ("Pay $45,000 over 3 years.", {"a": 45000, "b": 3})
+    misread = ("Pay $45,000 over 3 years.", {"a": 3, "b": 45000})  # as if validated the other way round
+    assert check_exemplar(learn_exemplar([Variable("a"), Variable("b")], *good), [good])
+    assert not check_exemplar(learn_exemplar([Variable("a"), Variable("b")], *good), [good, misread])
+    assert len(learn_exemplars([Variable("a"), Variable("b")], [good])) == 1
+
+
+def test_scaled_values_align_with_the_reading_the_example_used():
+    template = [Variable("revenue")]
+    exemplar = learn_exemplar(template, "Revenue was 2.4 million this year.", {"revenue": 2400000})
+    assert exemplar["slots"]["revenue"]["scaled"] is True
+    assert align(exemplar, "Revenue was 3.1 million this year.").values == {"revenue": 3100000}
+    assert [p.values() for p in positions("3.1 million")] == [[3.1, 3100000]]
+
+
+# -- the bound and the decoder's margin -----------------------------------------------------------
+
+
+def test_wilson_upper_bound():
+    assert wilson_upper(0, 0, 1.96) == 1.0
+    assert wilson_upper(1, 10, 1.0) == pytest.approx(0.2339, abs=1e-3)
+    assert wilson_upper(0, 380, 1.96) == pytest.approx(0.01, abs=1e-4)
+    assert wilson_upper(5, 10, 1.96) > wilson_upper(5, 100, 1.96) > 0.05
+
+
+def test_entries_never_caught_wrong_are_not_demoted():
+    entry = cr_entry()
+    assert not demoted(entry, 0.01, 1.96)
+    entry.audits_disagreed, entry.audits_agreed = 1, 50
+    assert demoted(entry, 0.01, 1.96) and not demoted(entry, 0.2, 1.96)
+
+
+def test_the_choice_decoder_reports_the_log_probability_margin_of_each_choice():
+    def model(batch):
+        logits = np.zeros(len(VOCAB))
+        logits[VOCAB.index("1")], logits[VOCAB.index("2")] = 3.0, 1.75  # "1" over "2" by 1.25
+        logits[VOCAB.index("5")] = 1.0  # after "1": "2" over "5" by only 0.75
+        return logits
+
+    out = decode_object([Field("a", [12, 15, 2])], tokenize, model, pending=[3])
+    assert out.values == {"a": 12}
+    # Branches: 1 vs 2 (gap 1.25), then 2 vs 5 after "1" (gap 0.75): the smallest gap is the margin.
+    assert out.margins == {"a": pytest.approx(0.75)}
+    forced = decode_object([Field("a", [5])], tokenize, model, pending=[3])
+    assert forced.margins == {}  # one allowed value: nothing was chosen
