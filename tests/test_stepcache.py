@@ -8,9 +8,8 @@ from fractions import Fraction
 import pytest
 
 from minicache import FakeBackend, MiniCache
-from minicache.bench import run_benchmark
 from minicache.engine import InvalidRequest
-from minicache.stepcache import NotAStepTask, StepCache, linear, micro, parse
+from minicache.stepcache import NotAStepTask, StepCache, StepConfig, linear, micro, parse
 from minicache.stepcache import jsontask
 from minicache.stepcache.steps import integrity, render, segment
 from minicache.store import open_store
@@ -165,7 +164,9 @@ def test_json_values_are_rebound_slot_by_slot_and_unknown_keys_left_for_the_patc
     wider = jsontask.parse_request(PRODUCT.replace("(integer).", '(integer), "seller" (string).'))
     assert jsontask.rebind(old, cached, wider) == cached  # 'seller' was never cached: the patch writes it
     retyped = jsontask.parse_request(PRODUCT.replace('"stock" (integer)', '"stock" (string)'))
-    assert "stock" not in jsontask.rebind(old, cached, retyped)
+    assert jsontask.rebind(old, cached, retyped)["stock"] == "3"  # the slot's number as the record writes it
+    back = jsontask.parse_request(PRODUCT.replace('"name" (string)', '"name" (number)'))
+    assert "name" not in jsontask.rebind(old, cached, back)  # a string asked for as a number: patched
 
 
 # -- the cache: reuse, patch, repair, solver, skip ---------------------------------------------
@@ -180,14 +181,22 @@ def test_first_request_generates_in_full_and_a_variant_is_served_without_the_mod
     assert len(target.calls) == 1
 
 
-def test_another_answer_format_patches_only_the_final_line(tmp_path):
-    sc, target = cache(tmp_path, [GOOD, "Answer: 5"])
+def test_another_answer_format_rewrites_the_final_line_without_the_model(tmp_path):
+    sc, target = cache(tmp_path, [GOOD])
     sc.solve(EQ)
-    out = sc.solve(eq(fmt="Answer: <value>"))
-    assert out.route == "step-patch" and out.patched == 1 and out.verified
-    assert out.steps[:2] == segment(GOOD)[:2] and out.steps[-1] == "Answer: 5"
+    out = sc.solve(eq("7y + 4 = 39", "y", fmt='{"y": <value>}'))
+    assert out.route == "step-reuse" and out.verified and out.steps[-1] == '{"y": 5}'
+    assert len(target.calls) == 1
+
+
+def test_a_final_line_out_of_format_is_patched_alone_as_one_line(tmp_path):
+    sc, target = cache(tmp_path, ["Step 1: Subtract 5 from both sides: 3x = 15\nStep 2: Divide by 3: x = 5\nSo x is 5",
+                                  "x = 5"])
+    out = sc.solve(EQ)
+    assert out.route == "step-skip" and out.patched == 1 and out.verified and out.steps[-1] == "x = 5"
     patch_prompt = target.calls[-1].messages[-1].content
     assert "Step 1: Subtract 5 from both sides" in patch_prompt and "final line" in patch_prompt
+    assert target.calls[-1].options.stop == ("\n",)  # one line, nothing after it
 
 
 def test_a_failing_middle_step_is_regenerated_with_the_verified_steps_before_it(tmp_path):
@@ -199,13 +208,23 @@ def test_a_failing_middle_step_is_regenerated_with_the_verified_steps_before_it(
     assert "Write only Step 1" in target.calls[1].messages[-1].content
 
 
-def test_repair_loop_passes_the_check_message_back(tmp_path):
+def test_each_patch_carries_the_check_message_and_repair_rounds_retry(tmp_path):
     wrong = GOOD.replace("x = 5", "x = 6")
-    sc, target = cache(tmp_path, [wrong.replace("x = 15/3 = 5", "x = 15/3 = 5"), "x = 7", "x = 5"])
+    target = Scripted([wrong, "x = 7", "x = 5"])
+    sc = StepCache(target.backend, open_store(str(tmp_path / "s.db")), HashEmbedder(), StepConfig(repair_rounds=1))
     out = sc.solve(EQ)
     assert out.verified and not out.solver_fallback and out.answer == 5
+    assert "'x = 6' does not hold" in target.calls[1].messages[-1].content
     assert "previous attempt" in target.calls[2].messages[-1].content
     assert "'x = 7' does not hold" in target.calls[2].messages[-1].content
+
+
+def test_an_answer_with_more_failing_steps_than_the_patch_budget_goes_to_the_solver_unpatched(tmp_path):
+    bad = "Step 1: 3x = 14\nStep 2: x = 14/3 = 4\nStep 3: x = 4\nx = 4"
+    sc, target = cache(tmp_path, [bad])
+    out = sc.solve(EQ)
+    assert out.solver_fallback and out.verified and out.patched == 0 and len(target.calls) == 1
+    assert "too many steps failed" in out.reason
 
 
 def test_solver_answers_when_the_model_keeps_failing_and_says_so(tmp_path):
@@ -244,7 +263,10 @@ def test_json_generation_is_schema_constrained_and_checked(tmp_path):
     sc, target = cache(tmp_path, [{"name": "Desk Lamp", "price": 24.5, "stock": 3}])
     out = sc.solve(PRODUCT)
     assert out.route == "step-skip" and out.verified and json.loads(out.output)["stock"] == 3
-    assert target.calls[0].options.json_schema["required"] == ["name", "price", "stock"]
+    schema = target.calls[0].options.json_schema
+    assert schema["required"] == ["name", "price", "stock"]
+    # every value is chosen among the record's values (a flat object of enums decodes fastest)
+    assert schema["properties"]["price"] == {"enum": [24.5, 3]} and schema["properties"]["stock"] == {"enum": [3]}
 
 
 def test_json_variant_reuses_and_a_new_key_is_the_only_patched_one(tmp_path):
@@ -270,6 +292,31 @@ def test_json_one_shot_repair_after_a_failed_patch(tmp_path):
     props = target.calls[2].options.json_schema["properties"]
     assert props["price"]["enum"] == [24.5, 3] and props["stock"]["enum"] == [3]
     assert props["name"]["enum"] == ["Desk Lamp", "Northwind", "24.50", "3"]
+
+
+def test_retrieval_prefers_the_cached_request_that_needs_no_patch(tmp_path):
+    twins = PRODUCT.replace("24.50", "3.00")  # price and stock are both 3: the slots are ambiguous
+    sc, target = cache(tmp_path, [{"name": "Desk Lamp", "price": 3, "stock": 3},
+                                  {"name": "Desk Lamp", "price": 24.5, "stock": 3}])
+    sc.solve(twins)
+    clear = sc.solve(PRODUCT.replace("Desk Lamp", "Travel Mug"), record=True)
+    assert clear.route == "step-patch"  # only the ambiguous record was cached
+    out = sc.solve(PRODUCT.replace("24.50", "31.00").replace(" 3 units", " 8 units"))
+    assert out.route == "step-reuse" and out.reused_from and json.loads(out.output)["price"] == 31.0
+    assert len(target.calls) == 2
+
+
+def test_a_full_answer_from_elsewhere_gets_the_same_checks_and_fallbacks(tmp_path):
+    sc, target = cache(tmp_path, [{"name": "Desk Lamp", "price": 24.5, "stock": 3}])
+    wrong = sc.check_or_fallback(EQ, GOOD.replace("x = 15/3 = 5", "x = 15/3 = 6"))
+    assert wrong.route == "full" and wrong.solver_fallback and wrong.verified and wrong.answer == 5
+    right = sc.check_or_fallback(EQ, GOOD)
+    assert right.verified and not right.solver_fallback and right.steps == segment(GOOD)
+    fenced = sc.check_or_fallback(PRODUCT, '```json\n{"name": "Desk Lamp", "price": 24.5, "stock": 3}\n```')
+    assert fenced.verified and not target.calls  # checked, nothing to repair
+    repaired = sc.check_or_fallback(PRODUCT, "I cannot do that.")
+    assert repaired.verified and "one-shot repair" in repaired.reason and len(target.calls) == 1
+    assert sc.store.step_records("default", "json") == []  # the baseline records nothing
 
 
 def test_unverified_outputs_are_not_recorded_for_reuse(tmp_path):
@@ -345,30 +392,3 @@ def test_micro_scoring_rejects_prose_around_json_and_wrong_steps():
     assert micro.check_output("json", "```json\n" + json.dumps(r.gold) + "\n```", r.text, r.gold)[0]
     assert not micro.check_output("linear", GOOD.replace("= 15\n", "= 16\n"), EQ, 5)[0]
     assert micro.check_output("linear", GOOD, EQ, 5)[0]
-
-
-def test_stepcache_micro_benchmark_reports_paths_and_ratios_to_no_reuse(tmp_path):
-    gold = {r.text: r for r in micro.generate(7)}
-
-    def oracle(messages, options):  # a perfect target: solver steps, gold JSON (only asked keys)
-        text = messages[-1].content.split("\n\n")[0]
-        r = gold[text]
-        if r.task == "json":
-            keys = list(options.json_schema["properties"]) if options.json_schema else list(r.gold)
-            return json.dumps({k: r.gold[k] for k in keys})
-        steps = linear.solver_steps(parse(text))
-        if "single line" in messages[-1].content:
-            return steps[-1]
-        return "\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps[:-1])) + "\n" + steps[-1]
-
-    target = FakeBackend(oracle)
-    results = run_benchmark(dataset="stepcache-micro", methods=["no-reuse", "stepcache"], target=target,
-                            small=FakeSmall(), embedder=HashEmbedder(), out=tmp_path / "out", seed=7, limit=60)
-    sc, base = results["methods"]["stepcache"], results["methods"]["no-reuse"]
-    assert base["n"] == sc["n"] == 60 and base["accuracy"] == sc["accuracy"] == 1.0
-    assert "paths" not in base
-    assert sum(sc["paths"].values()) == pytest.approx(1.0) and sc["paths"]["step-reuse"] > 0.2
-    assert sc["paths"]["step-skip"] > 0 and sc["solver_fallbacks"] == 0 and sc["verified"] == 1.0
-    assert sc["hit_rate"] == sc["paths"]["step-reuse"]
-    report = (tmp_path / "out" / "report.md").read_text()
-    assert "speedup vs no-reuse" in report and "## StepCache paths" in report

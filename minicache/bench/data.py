@@ -195,10 +195,10 @@ def action_matches(answer: Any, gold: dict[str, Any]) -> bool:
 def is_correct(request: BenchRequest, answer: Any) -> bool:
     if answer is None:
         return False
-    if request.kind == "step":
-        from ..stepcache.micro import check_output
+    if request.kind == "step":  # scored by a checker that shares no code with StepCache's verifier
+        from ..stepcache.independent_check import check
 
-        return check_output(request.meta["task"], answer, request.question, request.answer)[0]
+        return check(request.meta["task"], answer, request.question, request.answer)[0]
     if request.kind == "action":
         return action_matches(answer, request.answer)
     return answers_match(answer, request.answer)

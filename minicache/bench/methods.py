@@ -16,6 +16,8 @@
 * ``minicache`` - this project's engine.
 * ``no-reuse``  - structured-output requests (``stepcache-micro``): the target writes the whole output
   for every request from the same system prompt StepCache generates with (StepCache's baseline).
+* ``no-reuse+solver`` - no-reuse's full answer, checked like StepCache's and given the same fallbacks
+  (the deterministic solver for equations, the record-constrained repair for JSON): the fair baseline.
 * ``stepcache`` - the engine with ``mode="step"``: step-level reuse, checks, selective patching.
 """
 
@@ -271,6 +273,24 @@ class NoReuse:
         return Outcome(out.text, "miss", out.prompt_tokens + out.completion_tokens, detail={"route": "full"})
 
 
+class NoReuseSolver(NoReuse):
+    """No-reuse's full answer, then StepCache's checks and fallbacks without reuse or patches, so the
+    deterministic solver is not what separates the two methods."""
+
+    name = "no-reuse+solver"
+
+    def __init__(self, target: ModelBackend, max_tokens: int, steps: Any) -> None:
+        super().__init__(target, max_tokens)
+        self.steps = steps  # a StepCache (its store is never written: nothing is recorded)
+
+    def solve(self, r: BenchRequest) -> Outcome:
+        full = super().solve(r)
+        out = self.steps.check_or_fallback(r.question, full.answer)
+        return Outcome(out.output, "miss", full.target_tokens + out.tokens,
+                       detail={"route": "full", "verified": out.verified, "solver_fallback": out.solver_fallback,
+                               "reason": out.reason, "repaired": bool(out.patched)})
+
+
 class StepCacheMethod:
     name = "stepcache"
 
@@ -285,7 +305,8 @@ class StepCacheMethod:
                                "timings": res.timings})
 
 
-METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minicache", "no-reuse", "stepcache")
+METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minicache", "no-reuse", "no-reuse+solver",
+           "stepcache")
 
 
 def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
@@ -311,6 +332,12 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
         return MiniCacheMethod(engine, use_group_labels)
     if name == "no-reuse":
         return NoReuse(target, EngineConfig().step.max_tokens)
+    if name == "no-reuse+solver":
+        from ..stepcache import StepCache
+        from ..store import open_store
+
+        config = EngineConfig().step
+        return NoReuseSolver(target, config.max_tokens, StepCache(target, open_store(store_path), embedder, config))
     if name == "stepcache":
         return StepCacheMethod(MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
                                          config=EngineConfig(background_builds=False)))

@@ -50,7 +50,9 @@ class NotAStepTask(MiniCacheError):
 @dataclass
 class StepConfig:
     threshold: float = 0.80  # cosine between masked requests for a cached request to be considered
-    repair_rounds: int = 2  # linear equations: model repairs per failing step before the solver
+    repair_rounds: int = 0  # linear equations: model repairs per failing step after its patch, before the solver
+    max_patched_steps: int = 2  # linear equations: more failing steps than this go to the solver unpatched
+    candidates: int = 4  # same-frame cached requests adapted to find the one needing the fewest patches
     max_tokens: int = 200  # a full generation
     patch_max_tokens: int = 64  # one patched step
 
@@ -100,15 +102,13 @@ class StepCache:
         timings: dict[str, float] = {}
         t = time.perf_counter()
         vector = embed_request(self.embedder, question)
-        cached, old, reason = self._retrieve(tenant, task, req, vector) if reuse else (None, None, "reuse switched off")
+        found = self._retrieve(tenant, req, vector) if reuse else "reuse switched off"
         timings["retrieve_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        if cached is None:
-            outcome = self._generate(req, reason)
-        elif task == "linear":
-            outcome = self._reuse_linear(req, cached, old)
+        if isinstance(found, str):  # skip reuse: decided from the cache alone, before any model call
+            outcome = self._generate(req, found)
         else:
-            outcome = self._reuse_json(req, cached, old)
+            outcome = self._reuse(req, found)
         timings["generate_s" if outcome.route == "step-skip" else "adapt_s"] = time.perf_counter() - t
         outcome.timings.update(timings)
         if record and outcome.verified and outcome.route != "step-reuse":
@@ -116,46 +116,77 @@ class StepCache:
                                                   request=question, steps=outcome.steps, embedding=vector))
         return outcome
 
-    def _retrieve(self, tenant: str, task: str, req: Any, vector: np.ndarray) -> tuple[StepRecord | None, Any, str]:
-        """The cached record to reuse and its parsed request, or (None, None, why reuse is skipped)."""
-        records = [r for r in self.store.step_records(tenant, task) if r.embedding is not None
+    def _retrieve(self, tenant: str, req: Any, vector: np.ndarray) -> Adapted | str:
+        """The cached request adapted to this one, or why reuse is skipped.
+
+        Among close cached requests with this request's frame, up to ``candidates`` (closest output
+        schema first, then closest wording) are adapted without a model, and the one whose adapted
+        output fails the fewest checks wins: the first that needs no patch ends the search."""
+        records = [r for r in self.store.step_records(tenant, task_of(req)) if r.embedding is not None
                    and len(r.embedding) == len(vector)]
         if not records:
-            return None, None, "nothing cached for this task yet"
+            return "nothing cached for this task yet"
         sims = np.stack([r.embedding for r in records]) @ vector
         close = [(float(s), r) for s, r in zip(sims, records) if s >= self.config.threshold]
         if not close:
-            return None, None, f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
+            return f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
         same = [(s, r, parse(r.request)) for s, r in close if r.frame == req.frame]
         if not same:
             best = max(close, key=lambda x: x[0])[1]
-            return None, None, "semantic change: " + _difference(parse(best.request), req)
-        # the closest output schema first (a reuse with no patch), then the closest wording
-        _, record, old = max(same, key=lambda x: (_schema_score(x[2], req), x[0]))
-        return record, old, ""
+            return "semantic change: " + _difference(parse(best.request), req)
+        same.sort(key=lambda x: (_schema_score(x[2], req), x[0]), reverse=True)
+        best_adapted: Adapted | None = None
+        for _, record, old in same[: max(1, self.config.candidates)]:
+            adapted = _adapt(req, record, old)
+            if best_adapted is None or adapted.failing < best_adapted.failing:
+                best_adapted = adapted
+            if not adapted.failing:
+                break
+        assert best_adapted is not None
+        return best_adapted
 
-    # -- linear equations ---------------------------------------------------------------------
-    def _reuse_linear(self, req: linear.LinearRequest, cached: StepRecord, old: linear.LinearRequest) -> StepOutcome:
-        steps = linear.lift_steps(old, cached.steps, req)
-        verdicts = linear.check_steps(req, steps)
-        if not any(verdicts):
-            return self._linear_outcome(req, steps, "step-reuse", reused_from=cached.id)
-        outcome = self._fix_linear(req, steps, verdicts, route="step-patch")
-        outcome.reused_from = cached.id
+    def _reuse(self, req: Any, adapted: Adapted) -> StepOutcome:
+        if not adapted.failing:
+            outcome = (self._linear_outcome(req, adapted.steps, "step-reuse") if adapted.obj is None
+                       else self._json_outcome(req, adapted.obj, "step-reuse"))
+        elif adapted.obj is None:
+            outcome = self._fix_linear(req, adapted.steps, adapted.verdicts, route="step-patch")
+        else:
+            outcome = self._fix_json(req, adapted.obj, adapted.verdicts, route="step-patch")
+        outcome.reused_from = adapted.record.id
         return outcome
 
+    def check_or_fallback(self, question: str, text: str) -> StepOutcome:
+        """A full answer written elsewhere (the no-reuse baseline's), checked like StepCache's own and
+        given the same fallbacks without reuse or patches: the deterministic solver for an equation
+        whose steps fail, the one-shot record-constrained repair for JSON. Route ``full``."""
+        req = parse(question)
+        if req is None:
+            raise NotAStepTask("not a request StepCache can verify")
+        if isinstance(req, jsontask.JsonRequest):
+            obj = jsontask.parse_object(text) or {}
+            return self._fix_json(req, obj, jsontask.check_object(req, obj), route="full", patch=False)
+        steps = stepsmod.segment(text)
+        if steps and not any(linear.check_steps(req, steps)):
+            return self._linear_outcome(req, steps, "full")
+        return self._linear_outcome(req, linear.solver_steps(req), "full", solver=True,
+                                    reason="the target's steps failed their checks: deterministic solver")
+
+    # -- linear equations ---------------------------------------------------------------------
     def _fix_linear(self, req: linear.LinearRequest, steps: list[str], verdicts: list[str | None], *,
                     route: str, tokens: int = 0, reason: str = "") -> StepOutcome:
-        """Regenerate failing steps (conditioned on the ones before), at most ``1 + repair_rounds``
-        times each, then fall back to the deterministic solver."""
+        """Regenerate each failing step with the check's message, conditioned on the checked steps
+        before it, at most ``1 + repair_rounds`` times; then (or at once, when more than
+        ``max_patched_steps`` steps fail) the deterministic solver writes the solution."""
         steps, patched, redone = list(steps), 0, set()
         if not steps:
             steps, verdicts = [""], ["no steps"]
-        for attempt in range(1 + self.config.repair_rounds):
+        rounds = 1 + self.config.repair_rounds if sum(map(bool, verdicts)) <= self.config.max_patched_steps else 0
+        for _ in range(rounds):
             for i, verdict in enumerate(verdicts):
                 if verdict is None:
                     continue
-                line, used = self._patch_step(req, steps, i, verdict if attempt else None)
+                line, used = self._patch_step(req, steps, i, verdict if steps[i] else None)
                 steps[i], tokens, patched = line, tokens + used, patched + 1
                 redone.add(i)
             verdicts = linear.check_steps(req, steps)
@@ -165,9 +196,9 @@ class StepCache:
             if not any(verdicts):
                 return self._linear_outcome(req, steps, route, tokens=tokens, patched=patched, reason=reason)
         solved = linear.solver_steps(req)
+        why = "the target's steps failed their checks after repair" if rounds else "too many steps failed their checks"
         return self._linear_outcome(req, solved, route, tokens=tokens, patched=patched, solver=True,
-                                    reason=(reason + "; " if reason else "") + "the target's steps failed their "
-                                    "checks after repair: deterministic solver")
+                                    reason=(reason + "; " if reason else "") + why + ": deterministic solver")
 
     def _patch_step(self, req: linear.LinearRequest, steps: list[str], i: int, error: str | None) -> tuple[str, int]:
         last = i == len(steps) - 1
@@ -178,7 +209,8 @@ class StepCache:
         if error:
             prompt += f"\n\nA previous attempt at this line was wrong ({error})."
         prompt += f"\n\nWrite {want}, as a single line, nothing else."
-        out = self._complete([Message("system", MATH_SYSTEM), Message("user", prompt)], self.config.patch_max_tokens)
+        out = self._complete([Message("system", MATH_SYSTEM), Message("user", prompt)], self.config.patch_max_tokens,
+                             stop=("\n",))
         lines = [ln for ln in stepsmod.segment(out.text) if ln.strip()]
         return (lines[0] if lines else ""), out.prompt_tokens + out.completion_tokens
 
@@ -193,27 +225,18 @@ class StepCache:
                            tokens=tokens)
 
     # -- JSON --------------------------------------------------------------------------------
-    def _reuse_json(self, req: jsontask.JsonRequest, cached: StepRecord, old: jsontask.JsonRequest) -> StepOutcome:
-        old_obj = jsontask.parse_object(cached.steps[0]) if cached.steps else None
-        obj = jsontask.rebind(old, old_obj or {}, req)
-        verdicts = jsontask.check_object(req, obj)
-        if not any(verdicts.values()):
-            return self._json_outcome(req, obj, "step-reuse", reused_from=cached.id)
-        outcome = self._fix_json(req, obj, verdicts, route="step-patch")
-        outcome.reused_from = cached.id
-        return outcome
-
     def _fix_json(self, req: jsontask.JsonRequest, obj: dict[str, Any], verdicts: dict[str, str | None], *,
-                  route: str, tokens: int = 0, reason: str = "") -> StepOutcome:
-        """Regenerate only the failing keys (schema-constrained), then one full repair if still failing."""
+                  route: str, tokens: int = 0, reason: str = "", patch: bool = True) -> StepOutcome:
+        """Regenerate only the failing keys, each chosen among the record's values; then, if still
+        failing, one full repair of the same kind with the problems listed."""
         failing = [k for k in req.keys if verdicts.get(k)]
         kept = {k: obj[k] for k in req.keys if k in obj and not verdicts.get(k)}
         patched = 0
-        if failing:
+        if failing and patch:
             prompt = (req.text + "\n\nAlready filled and checked: " + json.dumps(kept, ensure_ascii=False) +
                       f"\nReply with a JSON object with only these keys: {', '.join(failing)}.")
             out = self._complete([Message("system", JSON_SYSTEM), Message("user", prompt)],
-                                 self.config.patch_max_tokens * 2, schema=req.schema(only=failing))
+                                 self.config.patch_max_tokens * 2, schema=req.schema(only=failing, from_record=True))
             tokens += out.prompt_tokens + out.completion_tokens
             patched = len(failing)
             kept.update({k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing})
@@ -241,7 +264,7 @@ class StepCache:
     def _generate(self, req: Any, reason: str) -> StepOutcome:
         if isinstance(req, jsontask.JsonRequest):
             out = self._complete([Message("system", JSON_SYSTEM), Message("user", req.text)], self.config.max_tokens,
-                                 schema=req.schema())
+                                 schema=req.schema(from_record=True))
             obj = jsontask.parse_object(out.text) or {}
             return self._fix_json(req, obj, jsontask.check_object(req, obj), route="step-skip",
                                   tokens=out.prompt_tokens + out.completion_tokens, reason=reason)
@@ -250,13 +273,39 @@ class StepCache:
         return self._fix_linear(req, steps, linear.check_steps(req, steps), route="step-skip",
                                 tokens=out.prompt_tokens + out.completion_tokens, reason=reason)
 
-    def _complete(self, messages: list[Message], max_tokens: int, schema: dict[str, Any] | None = None):
+    def _complete(self, messages: list[Message], max_tokens: int, schema: dict[str, Any] | None = None,
+                  stop: tuple[str, ...] = ()):
         try:
-            return self.target.complete(messages, GenerationOptions(max_tokens=max_tokens, json_schema=schema))
+            return self.target.complete(messages, GenerationOptions(max_tokens=max_tokens, json_schema=schema,
+                                                                    stop=stop))
         except BackendError as exc:
             from ..engine import SolveError
 
             raise SolveError(f"target model failed: {exc}") from exc
+
+
+@dataclass
+class Adapted:
+    """A cached request's output re-instantiated for this request, and what its checks said."""
+
+    record: StepRecord
+    steps: list[str]  # linear: the lifted steps; JSON: unused
+    obj: dict[str, Any] | None  # JSON: the rebound object; None for linear
+    verdicts: Any  # linear: one per step; JSON: one per key
+
+    @property
+    def failing(self) -> int:
+        return sum(1 for v in (self.verdicts.values() if isinstance(self.verdicts, dict) else self.verdicts) if v)
+
+
+def _adapt(req: Any, record: StepRecord, old: Any) -> Adapted:
+    """Re-instantiate ``record``'s output for ``req`` and check it (no model involved)."""
+    if isinstance(req, linear.LinearRequest):
+        steps = linear.lift_steps(old, record.steps, req)
+        return Adapted(record, steps, None, linear.check_steps(req, steps) if steps else ["no steps"])
+    old_obj = jsontask.parse_object(record.steps[0]) if record.steps else None
+    obj = jsontask.rebind(old, old_obj or {}, req)
+    return Adapted(record, [], obj, jsontask.check_object(req, obj))
 
 
 def _schema_score(old: Any, new: Any) -> float:

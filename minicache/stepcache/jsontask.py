@@ -36,22 +36,30 @@ class JsonRequest:
     def schema(self, only: list[str] | None = None, *, from_record: bool = False) -> dict[str, Any]:
         """The JSON schema for schema-constrained generation (all keys required, nothing else).
 
-        ``from_record`` also limits each value to the record's values (an ``enum``): numbers to the
-        numbers written in it, strings to its quoted values and numbers as written, when it has any.
-        Used for the last repair, when the checks already refused what the model wrote freely."""
+        ``from_record`` also limits each value to the record's values (an ``enum``, without a
+        ``type``: the enum already fixes it, and a flat object of enums is what the llama.cpp
+        backend decodes fastest): numbers to the numbers written in it, strings to its quoted values
+        and numbers as written, when it has any. StepCache generates and patches with it, so the
+        model only chooses which of the request's values goes under each key."""
         keys = [(k, t) for k, t in self.fields if only is None or k in only]
         props: dict[str, Any] = {}
         for k, t in keys:
             props[k] = {"type": t}
-            if from_record and t in ("number", "integer"):
-                values = [_num(n) for n in self.numbers]
-                values = [int(v) for v in values if v.is_integer()] if t == "integer" else values
-                if values:
-                    props[k]["enum"] = list(dict.fromkeys(values))
-            elif from_record and t == "string" and self.strings:
-                props[k]["enum"] = list(dict.fromkeys(self.strings + self.numbers))
+            choices = self.choices(t) if from_record else []
+            if choices:
+                props[k] = {"enum": choices}
         return {"type": "object", "properties": props, "required": [k for k, _ in keys],
                 "additionalProperties": False}
+
+    def choices(self, kind: str) -> list[Any]:
+        """The record's values a key of type ``kind`` may take (empty: no restriction is possible)."""
+        if kind in ("number", "integer"):
+            values = [_num(n) for n in self.numbers]
+            values = [int(v) for v in values if v.is_integer()] if kind == "integer" else values
+            return list(dict.fromkeys(values))
+        if kind == "string" and self.strings:
+            return list(dict.fromkeys(self.strings + self.numbers))
+        return []
 
 
 def _num(text: str) -> float:
@@ -153,20 +161,18 @@ def rebind(cached: JsonRequest, old: dict[str, Any], req: JsonRequest) -> dict[s
     same value slots, so a value that was the k-th number (or quoted string) of the cached request
     becomes the k-th of this one; a value written literally in the shared frame stays. Keys are
     matched by name, else by position when the key lists have the same length and types (a rename).
-    Keys that cannot be filled this way (new keys, ambiguous values, changed types) are left out:
-    the checks then mark them missing and only they are patched."""
+    A key whose type changed keeps its slot: a number asked for as a string is the slot's number as
+    the record writes it. Keys that cannot be filled this way (new keys, ambiguous values, a string
+    asked for as a number) are left out: the checks then mark them missing and only they are patched."""
     by_name = {k: k for k, _ in req.fields if k in old}
     if len(cached.fields) == len(req.fields):
         for (ok, ot), (nk, nt) in zip(cached.fields, req.fields):
             if nk not in by_name and ok in old and ot == nt and ok not in req.keys:
                 by_name[nk] = ok
     out: dict[str, Any] = {}
-    types = dict(req.fields)
+    types, old_types = dict(req.fields), dict(cached.fields)
     for new_key, old_key in by_name.items():
-        value = old[old_key]
-        if types[new_key] != dict(cached.fields).get(old_key):
-            continue  # the type changed: let the patch write it
-        bound = _rebind_value(cached, value, req)
+        bound = _rebind_value(cached, old[old_key], req, old_types.get(old_key), types[new_key])
         if bound is not _UNBOUND:
             out[new_key] = bound
     return out
@@ -175,19 +181,33 @@ def rebind(cached: JsonRequest, old: dict[str, Any], req: JsonRequest) -> dict[s
 _UNBOUND = object()
 
 
-def _rebind_value(cached: JsonRequest, value: Any, req: JsonRequest) -> Any:
+def _rebind_value(cached: JsonRequest, value: Any, req: JsonRequest, old_type: str | None, new_type: str) -> Any:
+    """``value``'s slot in the cached record, filled from the same slot of ``req`` and written as
+    ``new_type`` (a number asked for as a string is the number as the record writes it)."""
     if isinstance(value, bool):
-        return value if len(cached.numbers) == len(req.numbers) else _UNBOUND
+        return value if len(cached.numbers) == len(req.numbers) and old_type == new_type else _UNBOUND
     if isinstance(value, (int, float)):
         slots = [i for i, n in enumerate(cached.numbers) if abs(_num(n) - float(value)) < 1e-9]
         if len(slots) != 1 or len(cached.numbers) != len(req.numbers):
             return _UNBOUND  # ambiguous or not from the record
-        new = _num(req.numbers[slots[0]])
-        return int(new) if isinstance(value, int) and new.is_integer() else new
+        written = req.numbers[slots[0]]
+        if new_type == "string":
+            return written
+        new = _num(written)
+        if new_type == "integer":
+            return int(new) if new.is_integer() else _UNBOUND
+        if new_type == "number":
+            return int(new) if isinstance(value, int) and new.is_integer() else new
+        return _UNBOUND
     if isinstance(value, str):
+        if new_type != "string":
+            return _UNBOUND  # a string asked for as a number: let the patch choose
         slots = [i for i, s in enumerate(cached.strings) if s.strip().lower() == value.strip().lower()]
         if len(slots) == 1 and len(cached.strings) == len(req.strings):
             return req.strings[slots[0]]
+        numeric = [i for i, n in enumerate(cached.numbers) if n == value.strip()]
+        if not slots and len(numeric) == 1 and len(cached.numbers) == len(req.numbers):
+            return req.numbers[numeric[0]]  # a number written as a string, from its slot
         if not slots and value.strip() and value.lower() in req.record.lower() \
                 and not any(value.lower() in s.lower() for s in cached.strings):
             return value  # part of the frame both requests share

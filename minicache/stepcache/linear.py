@@ -337,7 +337,8 @@ def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[
 
 
 def lift_steps(old: LinearRequest, steps: list[str], new: LinearRequest, max_choices: int = 64) -> list[str]:
-    """``steps`` (verified for ``old``) rewritten for ``new``: the unknown renamed, and every number
+    """``steps`` (verified for ``old``) rewritten for ``new``: the unknown renamed, the final line
+    written in ``new``'s answer format, and every number
     that is derivable from ``old``'s values replaced by the same derivation on ``new``'s. Where a
     number has several derivations, the first rendering that passes the step's check wins; numbers
     with none stay as written (the check then decides whether the step must be patched)."""
@@ -351,6 +352,10 @@ def lift_steps(old: LinearRequest, steps: list[str], new: LinearRequest, max_cho
     for k, step in enumerate(steps):
         renamed = rename.sub(new.variable, step) if old.variable != new.variable else step
         last = k == len(steps) - 1
+        if last and read_answer(old, step) is not None:
+            # the final line is the old answer template with one value slot: the same slot in this
+            # request's template (another output schema is a new template, not a new computation)
+            renamed = answer_line(new, read_answer(old, step))
         pieces = _NUMBER.split(renamed)
         numbers = _NUMBER.findall(renamed)
         options = [table.get(Fraction(n), []) or [Fraction(n)] for n in numbers]

@@ -247,7 +247,9 @@ def _math_family(i: int, rng: random.Random) -> list[MicroRequest]:
 
 
 def _draw_record(kind: RecordKind, rng: random.Random) -> dict[str, str]:
-    slots = set(re.findall(r"\{(\w+)\}", kind.sentence))
+    """One value per slot, drawn in the order the slots appear in the sentence. (A ``set`` of slot
+    names here once made the draws follow PYTHONHASHSEED: every process got other requests.)"""
+    slots = list(dict.fromkeys(re.findall(r"\{(\w+)\}", kind.sentence)))
     out = {}
     for slot in slots:
         out[slot] = rng.choice(NAMES[_STRING_SLOTS[slot]]) if slot in _STRING_SLOTS else _NUMERIC_SLOTS[slot](rng)
