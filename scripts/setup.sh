@@ -25,6 +25,8 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     missing+=(postgresql)
 fi
+# The dashboard's browser test (tests/test_dashboard.py) drives Debian's headless Chromium via chromedriver.
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium chromium-driver)
 if ((${#missing[@]})); then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         say "installing ${missing[*]} with apt-get"
