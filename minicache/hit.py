@@ -53,6 +53,7 @@ class VerifyConfig:
     answer_range: float = 1000.0  # ... and the answer this factor outside the examples' answers
     min_margin: float = 1.0  # the decoder's log-probability gap, chosen vs runner-up (nats)
     exemplars: int = 3  # exemplars kept per entry for alignment
+    reorder_check: bool = False  # a second model call with the variables in reverse order must agree
 
 
 def wilson_upper(failures: int, n: int, z: float) -> float:
@@ -275,6 +276,16 @@ class HitVerifier:
         extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"))
         check_values(profile, entry.template, extraction.variables, text, self.config.value_range)
         corroborate(entry, extraction, text, partial, self.config.min_margin)
+        if self.config.reorder_check and len(entry.template) > 1:
+            # A model that fills variables by their order in the prompt, not by meaning, changes its
+            # answer when the order changes. Costs a second call: off unless asked for.
+            again = self.extractor.by_model(entry.template[::-1], text, choice=(mode == "choice"))
+            differ = [k for k, v in extraction.variables.items() if again.variables.get(k) != v]
+            if differ:
+                raise HitRefused("reorder", f"with the variables in reverse order the model chose "
+                                            f"{', '.join(f'{k}={again.variables[k]}' for k in differ)}")
+            extraction.small_tokens += again.small_tokens
+            extraction.seconds = time.perf_counter() - began
         return extraction
 
     def check_answer(self, entry: Entry, value: Any) -> None:

@@ -244,6 +244,21 @@ def test_a_small_decoder_margin_refuses_the_hit_and_a_large_one_serves_it():
     assert sure.extract(cr_entry(exemplars=False), text).variables == values
 
 
+def test_a_model_that_reads_the_variables_order_instead_of_their_meaning_is_refused_on_reorder():
+    from minicache.hit import VerifyConfig
+
+    text = CURRENT_RATIO.ask(64000, 16000)
+    positional = FakeSmall()  # gives the request's numbers to the variables in the order they are listed
+    checked = HitVerifier(Extractor(positional), VerifyConfig(reorder_check=True))
+    with pytest.raises(HitRefused, match="reorder: with the variables in reverse order the model chose"):
+        checked.extract(cr_entry(exemplars=False), text)
+    assert len(positional.calls) == 2
+    reads_meaning = MarginSmall({"current_assets": 64000, "current_liabilities": 16000})
+    served = HitVerifier(Extractor(reads_meaning), VerifyConfig(reorder_check=True)).extract(
+        cr_entry(exemplars=False), text)
+    assert served.variables == {"current_assets": 64000, "current_liabilities": 16000} and reads_meaning.calls == 2
+
+
 def test_one_number_in_two_variables_is_refused_unless_written_twice():
     entry = cr_entry(exemplars=False)
     small = MarginSmall({"current_assets": 64000, "current_liabilities": 64000})
