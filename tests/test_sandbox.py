@@ -1,10 +1,22 @@
-"""The sandbox rejects or contains hostile programs, and runs honest ones."""
+"""The sandbox runs honest programs exactly, refuses to run without its OS layer, and its policy is
+an allow-list that real programs pass. Hostile programs are in test_sandbox_hostile.py."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
-from minicache.sandbox import SandboxError, SandboxPool, SandboxViolation, check_program
+import minicache.sandbox as sandbox_pkg
+from minicache.sandbox import (OS_LAYER_ENV, SandboxError, SandboxPool, SandboxUnavailable, SandboxViolation,
+                               check_program)
+from minicache.sandbox import _seccomp
+from minicache.sandbox.policy import ALLOWED_ATTRIBUTES, ALLOWED_MODULES, INTROSPECTION_ATTRIBUTES, plain_format_string
 
 
 @pytest.fixture(scope="module")
@@ -13,89 +25,70 @@ def pool():
         yield p
 
 
-def wrap(body: str) -> str:
-    return "def solve():\n" + "\n".join("    " + line for line in body.splitlines()) + "\n"
+def wrap(body: str, signature: str = "") -> str:
+    return f"def solve({signature}):\n" + textwrap.indent(body, "    ") + "\n"
 
 
-# Programs the static allow-list must reject before anything runs.
-REJECTED = {
-    "import os": "import os\ndef solve():\n    return os.listdir('/')\n",
-    "import subprocess": "import subprocess\ndef solve():\n    return subprocess.run(['id'])\n",
-    "import socket": "import socket\ndef solve():\n    return socket.create_connection(('127.0.0.1', 80))\n",
-    "from os import system": "from os import system\ndef solve():\n    return system('id')\n",
-    "import sys": "import sys\ndef solve():\n    return sys.modules\n",
-    "import ctypes": "import ctypes\ndef solve():\n    return 1\n",
-    "import shutil": "import shutil\ndef solve():\n    shutil.rmtree('/tmp')\n",
-    "import urllib": "import urllib.request\ndef solve():\n    return urllib.request.urlopen('http://x')\n",
-    "import importlib": "import importlib\ndef solve():\n    return importlib.import_module('os')\n",
-    "relative import": "from . import secrets\ndef solve():\n    return 1\n",
-    "from math import private": "from math import _private\ndef solve():\n    return 1\n",
-    "open file": wrap("return open('/etc/passwd').read()"),
-    "write file": wrap("open('/tmp/pwned', 'w').write('x')"),
-    "exec": wrap("exec('import os')"),
-    "eval": wrap("return eval('1+1')"),
-    "compile": wrap("return compile('1', 'f', 'eval')"),
-    "__import__": wrap("return __import__('os').getcwd()"),
-    "globals": wrap("return globals()"),
-    "getattr": wrap("return getattr(1, 'real')"),
-    "dunder class walk": wrap("return ().__class__.__base__.__subclasses__()"),
-    "dunder via string format": wrap("return '{0.__class__}'.format(1)"),
-    "dunder builtins name": wrap("return __builtins__"),
-    "type() class factory": wrap("return type('X', (), {})"),
-    "class definition": "class X:\n    pass\ndef solve():\n    return 1\n",
-    "private attribute": wrap("import math\nreturn math._private"),
-    "global statement": "x = 1\ndef solve():\n    global x\n    x = 2\n    return x\n",
-    "vars": wrap("return vars()"),
-    "breakpoint": wrap("breakpoint()"),
-    "async def": "async def solve():\n    return 1\n",
-    "syntax error": "def solve(:\n    return 1\n",
-    "empty": "   \n",
-    "oversized source": "def solve():\n    return 1\n" + "#" * 30_000,
-}
-
-# Programs that pass the static check but must be contained at run time.
-CONTAINED = {
-    "infinite loop": (wrap("while True:\n    pass"), "timeout"),
-    "busy arithmetic": (wrap("x = 0\nwhile True:\n    x = (x * 7 + 3) % 1000003"), "timeout"),
-    "memory bomb list": (wrap("return len([0] * (10**9))"), "memory"),
-    "memory bomb string": (wrap("s = 'x' * (2**31)\nreturn len(s)"), "memory"),
-    "huge integer power": (wrap("return 10 ** (10 ** 8)"), None),
-    "huge result": (wrap("return 'a' * 1_000_000"), "result"),
-    "deep recursion": ("def f(n):\n    return f(n + 1)\ndef solve():\n    return f(0)\n", "error"),
-    "division by zero": (wrap("return 1 / 0"), "error"),
-    "non-finite result": (wrap("return float('inf')"), "error"),
-    "nan result": (wrap("return float('nan')"), "error"),
-    "runtime import refused": (wrap("m = 'o' + 's'\nreturn len(m)\n"), None),
-    "missing solve": ("def other():\n    return 1\n", "error"),
-    "print flood": (wrap("for i in range(10**6):\n    print('spam' * 100)\nreturn 1"), None),
+# Idioms the target models write (finance formulas, dates, text, Decimal money, regex look-ups).
+REALISTIC = {
+    "compound interest": ("import math\ndef solve(principal=1000, rate_percent=5, years=2):\n"
+                          "    return round(principal * math.pow(1 + rate_percent / 100, years), 2)\n", {}),
+    "decimal money": ("from decimal import Decimal, ROUND_HALF_UP\ndef solve(price=19.99, qty=3):\n"
+                      "    total = Decimal(str(price)) * qty\n"
+                      "    return float(total.quantize(Decimal('0.01'), rounding=ROUND_HALF_UP))\n", {}),
+    "decimal local context": ("import decimal\ndef solve():\n    with decimal.localcontext() as ctx:\n"
+                              "        return str(ctx.create_decimal(1) / 7)\n", {}),
+    "npv with a list": ("def solve(rate=0.08, flows=None):\n    flows = flows or [6000, 6000, 6000, 6000]\n"
+                        "    return round(sum(cf / (1 + rate) ** t for t, cf in enumerate(flows, start=1)), 2)\n", {}),
+    "statistics": ("import statistics\ndef solve():\n    xs = [2.5, 3.5, 10, 4]\n"
+                   "    return [statistics.mean(xs), statistics.median(xs), round(statistics.stdev(xs), 4)]\n", {}),
+    "fractions": ("from fractions import Fraction\ndef solve():\n    f = Fraction(3, 4) + Fraction(1, 6)\n"
+                  "    return [f.numerator, f.denominator, float(f.limit_denominator(10))]\n", {}),
+    "dates": ("from datetime import datetime, timedelta, date\ndef solve():\n"
+              "    d = datetime.strptime('2024-03-15', '%Y-%m-%d')\n"
+              "    e = d + timedelta(days=30)\n    return [e.strftime('%Y-%m-%d'), (date(2024, 12, 25) - d.date()).days, e.weekday()]\n", {}),
+    "regex groups": ("import re\ndef solve(text='Order #123 costs $45.50'):\n"
+                     "    m = re.search(r'#(\\d+).*?\\$(\\d+\\.\\d+)', text)\n"
+                     "    return [int(m.group(1)), float(m.group(2)), m.span(), re.findall(r'\\d+', text)]\n", {}),
+    "json round trip": ("import json\ndef solve():\n    data = json.loads('{\"a\": [1, 2, 3]}')\n"
+                        "    data['b'] = sum(data['a'])\n    return json.dumps(data, sort_keys=True)\n", {}),
+    "string methods": ("def solve(name='  red Running shoes '):\n    words = name.strip().lower().split()\n"
+                       "    return ' '.join(w.capitalize() for w in words).replace('Shoes', 'Sneakers').zfill(3)\n", {}),
+    "dict and list methods": ("def solve():\n    d = {'a': 1}\n    d.update(b=2)\n    d.setdefault('c', 3)\n    xs = []\n"
+                              "    for k, v in sorted(d.items()):\n        xs.append(k * v)\n    xs.extend(d.keys())\n"
+                              "    xs.sort(key=len)\n    return [xs, d.get('z', 0), list(d.values()).index(2)]\n", {}),
+    "constant format strings": ("def solve(x=1234.5678):\n    return ['{:,.2f}'.format(x), '{0} of {1}'.format(1, 2),\n"
+                                "            f'{x:.1f}%', format(x, '.3e'), '%.2f' % x]\n", {}),
+    "float and int methods": ("def solve(x=6.0, n=255):\n    return [x.is_integer(), n.bit_length(), (0.5).as_integer_ratio(),\n"
+                              "            int('ff', 16), round(2.675, 2), divmod(17, 5), abs(-3)]\n", {}),
+    "exceptions handled": ("def solve(a=1, b=0):\n    try:\n        return a / b\n    except ZeroDivisionError as e:\n"
+                           "        return str(e.args[0])\n", {}),
+    "comprehensions and lambdas": ("def solve():\n    xs = [3, 1, 2]\n    return [sorted(xs, key=lambda v: -v), {v: v * v for v in xs},\n"
+                                   "            sum(v for v in xs if v > 1), any(v > 2 for v in xs), list(zip(xs, 'abc'))]\n", {}),
+    "helper functions": ("def rate(a, b):\n    return a / b\n\ndef solve(current_assets=45000, current_liabilities=30000):\n"
+                         "    return round(rate(current_assets, current_liabilities), 2)\n", {}),
+    "math functions": ("import math\ndef solve():\n    return [math.floor(2.7), math.ceil(2.1), math.log(math.e), math.isclose(0.1 + 0.2, 0.3),\n"
+                       "            math.fsum([0.1] * 10), math.comb(5, 2), math.hypot(3, 4), math.pi > 3]\n", {}),
+    "match statement": ("def solve(kind='ratio', a=3, b=4):\n    match kind:\n        case 'ratio':\n            return a / b\n"
+                        "        case _:\n            return 0\n", {}),
+    "action object": ("def solve(query='red running shoes', max_price=40):\n"
+                      "    return {'action': 'search', 'query': query.strip(), 'max_price': float(max_price)}\n", {}),
+    "keyword variables": ("def solve(principal=1.0, rate_pct=1.0, years=1):\n    return principal * rate_pct / 100 * years\n",
+                          {"principal": 12000, "rate_pct": 5, "years": 3}),
 }
 
 
-@pytest.mark.parametrize("name", sorted(REJECTED))
-def test_hostile_program_is_rejected_before_it_runs(name, pool):
-    with pytest.raises(SandboxViolation):
-        pool.run(REJECTED[name])
+def in_process(source: str, kwargs: dict):
+    namespace: dict = {}
+    exec(compile(source, "<honest>", "exec"), namespace)  # noqa: S102 - trusted test programs
+    return json.loads(json.dumps(namespace["solve"](**kwargs)))
 
 
-@pytest.mark.parametrize("name", sorted(CONTAINED))
-def test_hostile_program_is_contained_at_run_time(name, pool):
-    source, kind = CONTAINED[name]
-    try:
-        result = pool.run(source, timeout_s=3.0)
-    except SandboxError as exc:
-        if kind is not None:
-            assert exc.kind in (kind, "timeout", "crash", "memory"), exc
-        return
-    # Programs allowed to finish must return something small and harmless.
-    assert len(str(result.value)) < 70_000
-    assert len(result.stdout) <= 8192
-
-
-def test_the_pool_keeps_serving_after_workers_were_killed(pool):
-    with pytest.raises(SandboxError):
-        pool.run(wrap("while True:\n    pass"), timeout_s=1.0)
-    for _ in range(4):
-        assert pool.run(wrap("return 6 * 7")).value == 42
+@pytest.mark.parametrize("name", sorted(REALISTIC))
+def test_a_realistic_program_passes_the_policy_and_gives_what_python_gives(name, pool):
+    source, kwargs = REALISTIC[name]
+    check_program(source)
+    assert pool.run(source, kwargs).value == in_process(source, kwargs)
 
 
 def test_honest_programs_run_with_keyword_variables(pool):
@@ -105,17 +98,105 @@ def test_honest_programs_run_with_keyword_variables(pool):
     assert pool.run(source, {"principal": 1000, "rate_percent": 5, "years": 2}).value == 1102.5
 
 
-def test_the_corpus_has_at_least_30_hostile_programs():
-    assert len(REJECTED) + len(CONTAINED) >= 30
+def test_printed_output_comes_back_bounded(pool):
+    result = pool.run(wrap("print('a', 1)\nprint('b' * 10000)\nreturn 0"))
+    assert result.stdout.startswith("a 1\nbbb") and len(result.stdout) == 8192
+
+
+def test_a_timeout_kills_only_the_child_and_the_pool_keeps_serving(pool):
+    workers = list(pool.workers)
+    with pytest.raises(SandboxError) as exc:
+        pool.run(wrap("while True:\n    pass"), timeout_s=1.0)
+    assert exc.value.kind == "timeout"
+    for _ in range(4):
+        assert pool.run(wrap("return 6 * 7")).value == 42
+    assert pool.workers == workers  # the zygotes survive; only the job's child was killed
+
+
+def test_failures_are_counted_by_kind():
+    with SandboxPool(size=1, timeout_s=1.0, cpu_s=1.0, memory_mb=256) as p:
+        with pytest.raises(SandboxViolation):
+            p.run(wrap("return open('/etc/passwd')"))
+        with pytest.raises(SandboxError):
+            p.run(wrap("return 1 / 0"))
+        with pytest.raises(SandboxError):
+            p.run(wrap("while True:\n    pass"))
+        p.run(wrap("return 1"))
+        assert p.stats == {"runs": 3, "violations": 1, "errors": 1, "timeouts": 1, "crashes": 0, "replaced": 0}
+
+
+def test_arguments_must_be_json(pool):
+    with pytest.raises(SandboxError, match="JSON"):
+        pool.run(wrap("return 1", "x=1"), {"x": object()})
+
+
+def test_the_allow_list_has_no_introspection_attribute():
+    assert not ALLOWED_ATTRIBUTES & INTROSPECTION_ATTRIBUTES
+    assert not any(name.startswith("_") for name in ALLOWED_ATTRIBUTES)
+
+
+def test_no_allowed_attribute_of_an_allowed_module_is_another_module():
+    """``json.codecs`` or ``statistics.sys`` would hand out modules the import check refuses."""
+    import types
+    for module_name in ALLOWED_MODULES:
+        module = __import__(module_name)
+        for attr in ALLOWED_ATTRIBUTES:
+            value = getattr(module, attr, None)
+            if isinstance(value, types.ModuleType):
+                assert value.__name__ in ALLOWED_MODULES, f"{module_name}.{attr} is the module {value.__name__}"
 
 
 def test_allowed_modules_pass_the_static_check():
     check_program("import math, statistics, decimal, fractions, datetime, re, json\ndef solve():\n    return 1\n")
 
 
-def test_a_program_cannot_write_files_even_through_allowed_modules(pool, tmp_path):
-    # json/re cannot open files; with RLIMIT_FSIZE=0 nothing could be written anyway.
-    target = tmp_path / "x"
-    source = wrap(f"import json\nreturn json.dumps({{'p': '{target}'}})")
-    pool.run(source)
-    assert not target.exists()
+@pytest.mark.parametrize("text,plain", [("{}", True), ("{0} {1:,.2f}", True), ("{x!r:>10}", True), ("%", True),
+                                        ("{0.real}", False), ("{0[1]}", False), ("{0:{1.x}}", False), ("{", False)])
+def test_plain_format_strings_name_no_attribute_or_index(text, plain):
+    assert plain_format_string(text) is plain
+
+
+def test_the_seccomp_filter_is_short_enough_for_its_jumps():
+    code = _seccomp.build_filter()
+    assert len(code) % 8 == 0 and len(code) // 8 < 256
+
+
+def test_the_pool_refuses_to_start_without_its_os_layer(tmp_path, monkeypatch):
+    fake = tmp_path / "worker.py"
+    fake.write_text("import json, os\nos.write(1, (json.dumps({'ready': False, 'error': 'seccomp is missing'}) + '\\n').encode())\n")
+    monkeypatch.setattr(sandbox_pkg, "_WORKER", fake)
+    with pytest.raises(SandboxUnavailable, match=f"seccomp is missing.*{OS_LAYER_ENV}=off"):
+        SandboxPool(size=1)
+
+
+def test_the_worker_reports_a_kernel_that_refuses_the_filter():
+    """The real worker script, with the filter's installation failing as on a kernel without seccomp."""
+    worker = os.path.dirname(sandbox_pkg._WORKER)
+    code = (f"import runpy, sys; sys.path.insert(0, {worker!r}); import _seccomp\n"
+            "def refuse(self):\n    raise OSError(22, 'prctl(PR_SET_SECCOMP) failed: seccomp filters unavailable')\n"
+            "_seccomp.Installer.install = refuse\n"
+            f"sys.argv = ['_worker.py', str(256 * 2**20), '1', 'on', 'on']\n"
+            f"runpy.run_path({str(sandbox_pkg._WORKER)!r}, run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, timeout=60)
+    ready = json.loads(out.stdout.splitlines()[0])
+    assert ready["ready"] is False and "kernel refused the seccomp filter" in ready["error"]
+
+
+def test_the_os_layer_can_be_switched_off_only_explicitly_and_loudly(monkeypatch):
+    monkeypatch.setenv(OS_LAYER_ENV, "off")
+    with pytest.warns(RuntimeWarning, match="WITHOUT its OS layer"):
+        with SandboxPool(size=1) as p:
+            assert p.os_layer is False
+            assert p.run(wrap("return 2 + 2")).value == 4
+    monkeypatch.setenv(OS_LAYER_ENV, "maybe")
+    with pytest.raises(SandboxUnavailable, match="'on' or 'off'"):
+        SandboxPool(size=1)
+
+
+def test_the_os_layer_is_on_by_default(pool):
+    assert pool.os_layer is True
+    assert pool.python_layer is True
+
+
+def test_a_float_result_comes_back_exactly(pool):
+    assert pool.run("import math\ndef solve():\n    return math.pi\n").value == math.pi

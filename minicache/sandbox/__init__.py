@@ -1,29 +1,54 @@
-"""Run untrusted generated programs: AST allow-list, then a pre-started worker process with limits.
+"""Run untrusted generated programs: an AST allow-list, then a fresh forked process per program.
 
-Generated code never runs in the caller's process. :class:`SandboxPool` keeps ``size`` worker
-processes started ahead of time so that a cache hit never pays a process start; a worker that
-times out, crashes or exceeds a limit is killed and replaced in the background.
+Generated code never runs in the caller's process. Three layers, each meant to hold if another
+fails (see docs/sandbox.md): the static policy (:mod:`.policy`), a restricted interpreter, and an
+OS layer (seccomp allow-list, limits) in a child forked per job from a clean zygote (:mod:`._worker`)
+so that nothing a program does survives it. :class:`SandboxPool` keeps ``size`` zygotes started
+ahead of time, each with a child already forked and waiting, so a cache hit never pays a process
+start; a zygote that misbehaves is killed and replaced in the background.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
+import select
+import struct
 import subprocess
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .policy import ALLOWED_MODULES, SandboxError, SandboxViolation, check_program, function_names
 
-__all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxViolation", "check_program",
-           "function_names", "ALLOWED_MODULES", "default_pool", "run_untrusted"]
+__all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxUnavailable", "SandboxViolation",
+           "check_program", "function_names", "ALLOWED_MODULES", "default_pool", "run_untrusted",
+           "OS_LAYER_ENV"]
 
 _WORKER = Path(__file__).with_name("_worker.py")
+OS_LAYER_ENV = "MINICACHE_SANDBOX_OS_LAYER"
+_log = logging.getLogger(__name__)
+
+
+class SandboxUnavailable(SandboxError):
+    """This machine cannot provide the sandbox's OS layer; no program is run without it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="unavailable")
+
+
+def os_layer_setting() -> bool:
+    """True unless ``MINICACHE_SANDBOX_OS_LAYER=off`` explicitly asks for the weaker mode."""
+    value = os.environ.get(OS_LAYER_ENV, "on").strip().lower()
+    if value not in ("on", "off"):
+        raise SandboxUnavailable(f"{OS_LAYER_ENV} must be 'on' or 'off', not {value!r}")
+    return value == "on"
 
 
 @dataclass
@@ -31,44 +56,86 @@ class SandboxResult:
     value: Any
     stdout: str
     seconds: float
+    worker: int = 0  # the pid of the zygote whose child ran the program
 
 
 class _Worker:
-    def __init__(self, memory_bytes: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_WORKER), str(memory_bytes)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, bufsize=1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
-            start_new_session=True)
-        self._replies: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        ready = self._replies.get(timeout=30)
-        if not ready or not json.loads(ready).get("ready"):
-            self.kill()
-            raise SandboxError("sandbox worker failed to start", kind="crash")
+    """One zygote process (see :mod:`._worker`) and the thread that reads its replies."""
 
-    def _read(self) -> None:
+    def __init__(self, memory_bytes: int, cpu_s: float, os_layer: bool, python_layer: bool) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(_WORKER), str(memory_bytes), str(cpu_s),
+             "on" if os_layer else "off", "on" if python_layer else "off"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            bufsize=-1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+            start_new_session=True)
+        self.pid = self.proc.pid
+        self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._replies.put(line)
-        self._replies.put(None)
+        self._fd = self.proc.stdout.fileno()
+        self._pending = bytearray()  # only ever read by the one thread that holds this worker
+        try:
+            ready = self._reply(time.monotonic() + 30) or {}
+        except ValueError:
+            ready = {}
+        if not ready.get("ready"):
+            self.kill()
+            problem = ready.get("error", "the worker did not start")
+            raise SandboxUnavailable(
+                f"the sandbox's OS layer is unavailable: {problem}. Untrusted programs are not run "
+                f"without it; {OS_LAYER_ENV}=off runs them with the Python layer and limits only "
+                f"(not safe against hostile programs, see docs/sandbox.md)")
+        self.os_layer, self.netns = ready.get("os_layer", "off"), bool(ready.get("netns"))
+
+    def _read_until(self, ready: Any, deadline: float) -> bool:
+        """Read from the zygote until ``ready(self._pending)`` or the deadline; False on EOF/timeout."""
+        while not ready(self._pending):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                return False
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                return False
+            self._pending += chunk
+        return True
+
+    def _reply(self, deadline: float) -> dict[str, Any] | None:
+        """The zygote's status line, then the child's reply bytes when the status has a frame."""
+        if not self._read_until(lambda b: b"\n" in b, deadline):
+            return None
+        line, _, rest = bytes(self._pending).partition(b"\n")
+        self._pending = bytearray(rest)
+        status = json.loads(line)
+        if "frame" not in status:
+            return status
+        size = int(status["frame"])
+        if not self._read_until(lambda b: len(b) >= size, deadline):
+            return None
+        data, self._pending = bytes(self._pending[:size]), self._pending[size:]
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            return {"ok": False, "kind": "crash", "error": "the program's process sent a malformed reply"}
+        return reply
 
     def request(self, job: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        data = json.dumps(job).encode()
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(job) + "\n")
+            self.proc.stdin.write(struct.pack("!I", len(data)) + data)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise SandboxError(f"sandbox worker died: {exc}", kind="crash") from exc
+        # The zygote enforces wall_s itself; this only catches a zygote that stopped answering.
         try:
-            line = self._replies.get(timeout=wall_s)
-        except queue.Empty:
-            raise SandboxError(f"program exceeded the {wall_s:g}s time limit", kind="timeout") from None
-        if line is None:
-            code = self.proc.poll()
-            kind = "timeout" if code in (-24, -9) else "crash"  # SIGXCPU / SIGKILL
-            raise SandboxError(f"sandbox worker died running the program (exit {code})", kind=kind)
-        return json.loads(line)
+            reply = self._reply(time.monotonic() + wall_s + 10)
+        except (ValueError, OSError) as exc:
+            raise SandboxError(f"sandbox worker sent garbage: {exc}", kind="crash") from exc
+        if reply is None:
+            raise SandboxError(f"sandbox worker died or stopped answering (exit {self.proc.poll()})", kind="crash")
+        return reply
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -88,70 +155,95 @@ class _Worker:
 
 
 class SandboxPool:
-    """A pool of pre-started sandbox workers. Thread-safe; use as a context manager or call close()."""
+    """A pool of pre-started sandbox zygotes. Thread-safe; use as a context manager or call close().
+
+    ``unsafe_no_python_layer`` is for tests only: it skips the static check and gives programs the
+    real builtins, so that a test can show what the OS layer stops on its own.
+    """
 
     def __init__(self, size: int = 2, *, timeout_s: float = 2.0, cpu_s: float = 2.0,
-                 memory_mb: int = 512) -> None:
+                 memory_mb: int = 512, unsafe_no_python_layer: bool = False) -> None:
         self.size = size
         self.timeout_s = timeout_s
         self.cpu_s = cpu_s
         self.memory_bytes = memory_mb * 2**20
+        self.os_layer = os_layer_setting()
+        self.python_layer = not unsafe_no_python_layer
+        if not self.os_layer:
+            message = (f"{OS_LAYER_ENV}=off: the sandbox runs untrusted programs WITHOUT its OS layer "
+                       "(no seccomp filter). Do not use this with programs anyone else can influence.")
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            _log.warning(message)
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._closed = False
         self.stats = {"runs": 0, "violations": 0, "errors": 0, "timeouts": 0, "crashes": 0, "replaced": 0}
         self._stats_lock = threading.Lock()
+        self.workers: list[int] = []
         for _ in range(size):
-            self._idle.put(_Worker(self.memory_bytes))
+            worker = self._start()
+            self._idle.put(worker)
+        self.netns = all(w.netns for w in list(self._idle.queue))
+
+    def _start(self) -> _Worker:
+        worker = _Worker(self.memory_bytes, self.cpu_s, self.os_layer, self.python_layer)
+        self.workers.append(worker.pid)
+        return worker
 
     def _count(self, key: str) -> None:
         with self._stats_lock:
             self.stats[key] += 1
 
-    def _replace(self) -> None:
+    def _replace(self, worker: _Worker) -> None:
         def spawn() -> None:
+            worker.kill()
             if not self._closed:
-                self._idle.put(_Worker(self.memory_bytes))
+                try:
+                    self._idle.put(self._start())
+                except SandboxError as exc:
+                    _log.error("could not replace a sandbox worker: %s", exc)
         self._count("replaced")
+        with self._stats_lock:
+            if worker.pid in self.workers:
+                self.workers.remove(worker.pid)
         threading.Thread(target=spawn, daemon=True).start()
 
     def run(self, source: str, kwargs: dict[str, Any] | None = None, *, function: str = "solve",
             timeout_s: float | None = None) -> SandboxResult:
-        """Check ``source`` against the allow-list, then call ``function(**kwargs)`` in a worker.
+        """Check ``source`` against the policy, then call ``function(**kwargs)`` in a fresh child.
 
         Raises :class:`SandboxViolation` (not run) or :class:`SandboxError` (ran and failed).
         """
-        try:
-            check_program(source)
-        except SandboxViolation:
-            self._count("violations")
-            raise
+        if self.python_layer:
+            try:
+                check_program(source)
+            except SandboxViolation:
+                self._count("violations")
+                raise
         if self._closed:
             raise SandboxError("sandbox pool is closed")
         kwargs = kwargs or {}
+        wall = timeout_s or self.timeout_s
         try:
-            json.dumps(kwargs)
+            job = {"source": source, "function": function, "kwargs": kwargs, "wall_s": wall}
+            json.dumps(job)
         except (TypeError, ValueError) as exc:
             raise SandboxError(f"arguments are not JSON-serializable: {exc}") from exc
-        wall = timeout_s or self.timeout_s
         worker = self._idle.get(timeout=60)
         began = time.perf_counter()
         try:
-            reply = worker.request({"source": source, "function": function, "kwargs": kwargs,
-                                    "cpu_s": self.cpu_s}, wall)
-        except SandboxError as exc:
-            worker.kill()
-            self._count("timeouts" if exc.kind == "timeout" else "crashes")
-            self._replace()
+            reply = worker.request(job, wall)
+        except SandboxError:
+            self._count("crashes")
+            self._replace(worker)
             raise
-        if not worker.alive():
-            self._replace()
-        else:
-            self._idle.put(worker)
+        self._idle.put(worker)
         self._count("runs")
         if not reply.get("ok"):
-            self._count("errors")
-            raise SandboxError(reply.get("error", "program failed"), kind=reply.get("kind", "error"))
-        return SandboxResult(reply.get("value"), reply.get("stdout", ""), time.perf_counter() - began)
+            kind = str(reply.get("kind", "error"))
+            self._count({"timeout": "timeouts", "crash": "crashes"}.get(kind, "errors"))
+            raise SandboxError(str(reply.get("error", "program failed")), kind=kind)
+        return SandboxResult(reply.get("value"), str(reply.get("stdout", "")), time.perf_counter() - began,
+                             worker.pid)
 
     def close(self) -> None:
         self._closed = True

@@ -1,23 +1,50 @@
-"""Sandbox worker: a long-lived process that runs one untrusted program per request.
+"""Sandbox worker: a zygote that forks one fresh, sealed child per untrusted program.
 
-Started by :class:`minicache.sandbox.SandboxPool` as ``python -I -S _worker.py`` (isolated mode, no
-site-packages), it imports only the standard library. It lowers its own resource limits once at
-start (address space, file size, core dumps, open files) and sets a CPU-time limit before each job.
-Programs get a fresh namespace whose builtins are a small safe subset and whose ``import`` admits
-only the allow-listed modules. One JSON request per line on stdin, one JSON reply per line on stdout.
+Started by :class:`minicache.sandbox.SandboxPool` as ``python -I -S _worker.py MEMORY CPU OS PY``
+(isolated mode, no site-packages, an environment without the caller's variables, cwd ``/``). It
+imports the allowed modules once, then loops: fork a child, wait for that child's reply, forward it.
+
+Why a zygote and not a long-lived worker: whatever a program does to its interpreter (``math.sqrt
+= ...``, ``json.dumps = ...``, ``decimal.getcontext().prec = 2``) dies with its child, and the next
+job starts from the zygote's untouched copy. The zygote itself never runs untrusted code and never
+holds a job or a reply as a Python object: the child reads its job straight from stdin (the pool
+sends one length-prefixed job per idle worker), and the zygote copies the reply through one
+preallocated buffer that it zeroes afterwards. So the memory a child inherits holds no other
+tenant's variables or answers.
+
+The child, before it runs anything: reads its job, points fds 0-2 at /dev/null and closes every
+other fd but a fresh reply pipe (the zygote's channel to the pool is out of reach), lowers its
+limits (address space, CPU, file size, core dumps), asks to die with its parent, and installs the
+seccomp allow-list (see ``_seccomp``). It then writes exactly one length-prefixed reply and exits.
+The zygote enforces the wall clock, reads at most one reply's worth of bytes, rejects anything
+after the frame, and reports how the child ended. Zygote -> pool: one JSON status line (written by
+the zygote, never by a program), then the reply's bytes.
 """
 
 import builtins
 import io
 import json
 import math
+import os
 import resource
+import select
+import signal
+import struct
 import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script dir out
+import _seccomp  # noqa: E402
 
 ALLOWED_MODULES = ("math", "statistics", "decimal", "fractions", "datetime", "re", "json")
 MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
 MAX_RESULT_CHARS = 65_536
 MAX_PRINT_CHARS = 8_192
+MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; one frame never more
+MAX_JOB_BYTES = 8 * 2**20
+_dumps, _loads = json.dumps, json.loads  # the child's own references: a program rebinding json.dumps cannot reach them
+_HEADER = struct.Struct("!I")
+_START = struct.Struct("!cd")  # b"S", the job's wall-clock limit: written by trusted child code
 
 SAFE_BUILTINS = {
     name: getattr(builtins, name)
@@ -32,16 +59,35 @@ SAFE_BUILTINS = {
 }
 
 
+def _prewarm(python_layer: bool) -> None:
+    """Import now what the allowed modules import lazily: under the filter a child cannot open files."""
+    import _strptime  # noqa: F401 - datetime.strptime
+    import encodings.ascii, encodings.latin_1, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
+    MODULES["datetime"].datetime.strptime("2024-01-02", "%Y-%m-%d")
+    time.localtime()  # tzset reads /etc/localtime once, here
+    MODULES["re"].compile(r"\d+").sub("", "1")
+    if not python_layer:  # tests only: give programs the modules an attacker who escaped would want
+        import ctypes, mmap, socket, subprocess  # noqa: E401,F401
+
+
+# What datetime's C code imports at call time (strptime, strftime, timetuple): such imports go
+# through the calling frame's __import__, which is the program's. The static policy still refuses
+# ``import time`` in a program's own source.
+_INTERNAL_IMPORTS = ("time", "_strptime")
+
+
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level or name not in MODULES:
-        raise ImportError(f"import of {name!r} is not allowed in the sandbox")
-    return MODULES[name]
+    if not level and name in MODULES:
+        return MODULES[name]
+    if not level and name in _INTERNAL_IMPORTS and name in sys.modules:
+        return sys.modules[name]
+    raise ImportError(f"import of {name!r} is not allowed in the sandbox")
 
 
 class _BoundedOut(io.StringIO):
     def write(self, s):
         if self.tell() < MAX_PRINT_CHARS:
-            return super().write(s[: MAX_PRINT_CHARS - self.tell()])
+            return super().write(str(s)[: MAX_PRINT_CHARS - self.tell()])
         return len(s)
 
 
@@ -65,66 +111,269 @@ def _jsonable(value):
     return str(value)
 
 
-def _limit(kind, value):
-    try:
-        resource.setrlimit(kind, (value, value))
-    except (ValueError, OSError):
-        pass
-
-
-def _run(job):
+def _run(job, python_layer):
+    """Run the program; return the reply dict. Everything the program raised becomes an error."""
     out = _BoundedOut()
+    sys.stdout = sys.stderr = out
+    try:
+        if python_layer:
+            def _print(*args, sep=" ", end="\n", **_kw):
+                out.write(sep.join(str(a) for a in args) + end)
+            safe = dict(SAFE_BUILTINS, __import__=_import, print=_print)
+        else:
+            safe = builtins.__dict__
+        namespace = {"__builtins__": safe, "__name__": "minicache_program"}
+        exec(compile(job["source"], "<program>", "exec"), namespace)  # noqa: S102 - the point of this process
+        name = job.get("function", "solve")
+        func = namespace.get(name)
+        if not callable(func):
+            raise NameError(f"the program defines no function {name!r}")
+        value = _jsonable(func(**(job.get("kwargs") or {})))
+        reply = {"ok": True, "value": value, "stdout": out.getvalue()}
+        if len(_dumps(reply)) > MAX_RESULT_CHARS:
+            return {"ok": False, "kind": "result", "error": f"result is over {MAX_RESULT_CHARS:,} characters"}
+        return reply
+    except MemoryError:
+        return {"ok": False, "kind": "memory", "error": "memory limit exceeded"}
+    except RecursionError:
+        return {"ok": False, "kind": "error", "error": "RecursionError: maximum recursion depth exceeded"}
+    except BaseException as exc:  # noqa: BLE001 - report anything the program raised
+        try:
+            message = f"{type(exc).__name__}: {exc}"[:2000]
+        except BaseException:  # noqa: BLE001 - str() of a hostile exception may itself fail
+            message = "the program raised an exception that cannot be shown"
+        return {"ok": False, "kind": "error", "error": message}
 
-    def _print(*args, sep=" ", end="\n", **_kw):
-        out.write(sep.join(str(a) for a in args) + end)
 
-    safe = dict(SAFE_BUILTINS, __import__=_import, print=_print)
-    namespace = {"__builtins__": safe, "__name__": "minicache_program"}
-    code = compile(job["source"], "<program>", "exec")
-    exec(code, namespace)  # noqa: S102 - the whole point of this process
-    func = namespace.get(job.get("function", "solve"))
-    if not callable(func):
-        raise NameError(f"the program defines no function {job.get('function', 'solve')!r}")
-    value = func(**(job.get("kwargs") or {}))
-    return _jsonable(value), out.getvalue()
+def _read_exact(fd, n):
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, n - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+_WARM_UP = {"source": "import math, json\ndef solve(x=2, y=1.5):\n    return round(math.sqrt(x * 3 + y), 2)\n",
+            "kwargs": {"x": 3}}
+
+
+def _seal(reply_w, devnull, memory, cpu_s, installer):
+    """Cut the child off before it sees a job: fds, limits, then the seccomp filter."""
+    for fd in (1, 2):  # fd 1 is the zygote's channel to the pool
+        os.dup2(devnull, fd)
+    os.closerange(3, reply_w)
+    os.closerange(reply_w + 1, 65536)
+    cpu = max(1, math.ceil(cpu_s))
+    for kind, soft, hard in ((resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu, cpu + 1),
+                             (resource.RLIMIT_FSIZE, 0, 0), (resource.RLIMIT_CORE, 0, 0)):
+        resource.setrlimit(kind, (soft, hard))
+    if installer is not None:
+        installer.die_with_parent()
+        installer.install()
+
+
+def _take_job(reply_w):
+    """Read this child's one job from fd 0, then close fd 0 so the program cannot read the next."""
+    header = _read_exact(0, _HEADER.size)
+    if header is None:
+        os._exit(0)  # the pool closed: no job will come
+    size = _HEADER.unpack(header)[0]
+    raw = _read_exact(0, size) if size <= MAX_JOB_BYTES else None
+    os.close(0)
+    job = _loads(raw) if raw is not None else None
+    if not isinstance(job, dict):
+        raise ValueError("malformed job")
+    os.write(reply_w, _START.pack(b"S", float(job.get("wall_s", 2.0))))
+    return job
+
+
+def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
+    """Runs in the forked child; never returns.
+
+    Everything before the job arrives (sealing, and one trusted warm-up run that takes the
+    copy-on-write page faults a first run would pay) happens while the worker is idle, so a
+    request waits only for its own program."""
+    try:
+        _seal(reply_w, devnull, memory, cpu_s, installer)
+        del installer
+        sys.modules.pop("_seccomp", None)
+        _run(_WARM_UP, True)
+        json.loads(json.dumps({"ok": True, "value": [1, 2.5, "x"], "stdout": ""}))
+    except BaseException as exc:  # noqa: BLE001 - the program must not run without its limits
+        _take_job(reply_w)
+        reply = {"ok": False, "kind": "crash", "error": f"sandbox child setup failed: {exc}"}
+    else:
+        try:
+            reply = _run(_take_job(reply_w), python_layer)
+        except BaseException as exc:  # noqa: BLE001
+            reply = {"ok": False, "kind": "crash", "error": f"sandbox child could not read its job: {exc}"}
+    try:
+        data = _dumps(reply).encode()
+    except BaseException:  # noqa: BLE001
+        data = b'{"ok": false, "kind": "result", "error": "the result cannot be encoded"}'
+    if len(data) > MAX_REPLY_BYTES - _HEADER.size:
+        data = b'{"ok": false, "kind": "result", "error": "the reply is too large"}'
+    frame = _HEADER.pack(len(data)) + data
+    view = memoryview(frame)
+    while view:
+        view = view[os.write(reply_w, view):]
+    os._exit(0)
+
+
+class Zygote:
+    """The trusted parent: forks children, enforces the wall clock, forwards replies."""
+
+    def __init__(self, memory, cpu_s, os_layer, python_layer):
+        self.memory, self.cpu_s, self.python_layer = memory, cpu_s, python_layer
+        self.installer = _seccomp.Installer() if os_layer else None
+        self.devnull = os.open(os.devnull, os.O_RDWR)
+        self.buffer = bytearray(MAX_REPLY_BYTES)
+
+    def fork(self):
+        reply_r, reply_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(reply_r)
+                _child(reply_w, self.devnull, self.memory, self.cpu_s, self.installer, self.python_layer)
+            finally:
+                os._exit(1)  # whatever happened, the child never returns into the zygote's loop
+        os.close(reply_w)
+        return pid, reply_r
+
+    def serve_one(self):
+        """Fork a child, let it take the next job, report. False once the pool has closed stdin."""
+        pid, reply_r = self.fork()
+        pidfd = os.pidfd_open(pid)
+        try:
+            start = _read_exact(reply_r, _START.size)  # blocks while idle; trusted child code writes it
+            if start is None:
+                _, status = os.waitpid(pid, 0)
+                return False
+            wall_s = _START.unpack(start)[1]
+            status, n = self._collect(pid, pidfd, reply_r, time.monotonic() + wall_s, wall_s)
+            self._send(status, n)
+            self._stop(pid, "", "")  # a child that sent its frame is done, whatever it does next
+            return True
+        finally:
+            os.close(reply_r)
+            os.close(pidfd)
+
+    def _collect(self, pid, pidfd, reply_r, deadline, wall_s):
+        """Read the child's one frame; its status and length (0 if it failed).
+
+        A complete frame is forwarded at once, without waiting for the child's exit (the caller
+        kills and reaps it): nothing the child writes later can reach anyone, since this pipe is
+        the child's alone and is closed after this job."""
+        view, got, exited = memoryview(self.buffer), 0, None
+        poller = select.poll()
+        poller.register(reply_r, select.POLLIN)
+        poller.register(pidfd, select.POLLIN)
+        while True:
+            if got >= _HEADER.size:
+                size = _HEADER.unpack_from(self.buffer)[0]
+                if got == _HEADER.size + size:
+                    return {"frame": size}, size
+                if got > _HEADER.size + size or size > len(self.buffer) - _HEADER.size:
+                    return self._stop(pid, "crash", "the program's process wrote a malformed reply"), 0
+            if exited is not None:
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self._stop(pid, "timeout", f"program exceeded the {wall_s:g}s time limit"), 0
+            for fd, _ in poller.poll(left * 1000):
+                if fd == reply_r:
+                    n = os.readv(reply_r, [view[got:]])
+                    got += n
+                    if n == 0:
+                        poller.unregister(reply_r)
+                elif fd == pidfd and exited is None:
+                    exited = os.waitpid(pid, 0)[1]
+                    poller.unregister(pidfd)
+                    while True:  # whatever the child wrote before it died is in the pipe now
+                        try:
+                            n = os.readv(reply_r, [view[got:]])
+                        except BlockingIOError:
+                            break
+                        if n == 0:
+                            break
+                        got += n
+        if os.WIFSIGNALED(exited):
+            sig = os.WTERMSIG(exited)
+            if sig in (signal.SIGXCPU, signal.SIGKILL):
+                return {"ok": False, "kind": "timeout", "error": "program exceeded its CPU time limit"}, 0
+            return {"ok": False, "kind": "crash",
+                    "error": f"the program's process was killed by {signal.Signals(sig).name}"}, 0
+        return {"ok": False, "kind": "crash", "error": "the program's process ended without a complete reply"}, 0
+
+    def _stop(self, pid, kind, message):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        return {"ok": False, "kind": kind, "error": message}
+
+    def _send(self, status, n):
+        parts = [memoryview((json.dumps(status) + "\n").encode()),
+                 memoryview(self.buffer)[_HEADER.size:_HEADER.size + n]]
+        while parts:  # one writev, usually; a partial write continues where it stopped
+            written = os.writev(1, parts)
+            while parts and written >= len(parts[0]):
+                written -= len(parts[0])
+                parts.pop(0)
+            if parts:
+                parts[0] = parts[0][written:]
+        self.buffer[:_HEADER.size + n] = bytes(_HEADER.size + n)  # no reply outlives its job in memory a child inherits
+
+
+def _probe(zygote):
+    """Fork once with the filter on and check that opening a file is refused; None if it holds."""
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            zygote.installer.install()
+            try:
+                os.close(os.open("/", os.O_RDONLY))
+                code = 4
+            except PermissionError:
+                code = 0
+        finally:
+            os._exit(code)
+    status = os.waitpid(pid, 0)[1]
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return None
+    return {3: "the kernel refused the seccomp filter", 4: "the seccomp filter did not block open()"}.get(
+        os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1, f"the probe ended with status {status}")
 
 
 def main():
-    memory = int(sys.argv[1]) if len(sys.argv) > 1 else 512 * 2**20
-    _limit(resource.RLIMIT_AS, memory)
-    _limit(resource.RLIMIT_FSIZE, 0)
-    _limit(resource.RLIMIT_CORE, 0)
-    stdin, stdout = sys.stdin, sys.stdout
-    sys.stdout = sys.stderr = io.StringIO()  # stray writes cannot corrupt the protocol
-    stdout.write(json.dumps({"ready": True}) + "\n")
-    stdout.flush()
-    for line in stdin:
-        try:
-            job = json.loads(line)
-            cpu_s = float(job.get("cpu_s", 2.0))
-            used = resource.getrusage(resource.RUSAGE_SELF)
-            spent = used.ru_utime + used.ru_stime
-            soft = int(spent + cpu_s) + 1
-            hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
-            resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-            value, printed = _run(job)
-            reply = {"ok": True, "value": value, "stdout": printed}
-            text = json.dumps(reply)
-            if len(text) > MAX_RESULT_CHARS:
-                reply = {"ok": False, "kind": "result", "error": f"result is {len(text):,} characters, limit {MAX_RESULT_CHARS:,}"}
-                text = json.dumps(reply)
-        except MemoryError:
-            text = json.dumps({"ok": False, "kind": "memory", "error": "memory limit exceeded"})
-        except RecursionError:
-            text = json.dumps({"ok": False, "kind": "error", "error": "RecursionError: maximum recursion depth exceeded"})
-        except BaseException as exc:  # noqa: BLE001 - report anything the program raised
-            try:
-                message = f"{type(exc).__name__}: {exc}"[:2000]
-            except BaseException:  # noqa: BLE001 - str() of a hostile exception may itself fail
-                message = type(exc).__name__
-            text = json.dumps({"ok": False, "kind": "error", "error": message})
-        stdout.write(text + "\n")
-        stdout.flush()
+    memory, cpu_s = int(sys.argv[1]), float(sys.argv[2])
+    os_layer, python_layer = sys.argv[3] == "on", sys.argv[4] == "on"
+    sys.stdout = sys.stderr = io.StringIO()  # stray writes cannot reach the protocol (fd 1)
+    _prewarm(python_layer)
+    ready = {"ready": True, "os_layer": "seccomp" if os_layer else "off", "netns": False}
+    try:
+        zygote = Zygote(memory, cpu_s, os_layer, python_layer)
+        if os_layer:
+            problem = _probe(zygote)
+            if problem:
+                raise OSError(problem)
+            ready["netns"] = _seccomp.unshare_network()
+    except OSError as exc:
+        ready = {"ready": False, "error": str(exc)}
+    os.write(1, (json.dumps(ready) + "\n").encode())
+    if not ready["ready"]:
+        return
+    import gc
+    gc.collect()
+    gc.freeze()  # children share these pages instead of copying them on the first collection
+    while zygote.serve_one():
+        pass
 
 
 if __name__ == "__main__":

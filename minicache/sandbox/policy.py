@@ -1,12 +1,31 @@
-"""The static half of the sandbox: an AST allow-list that generated programs must pass.
+"""The static half of the sandbox: the one gate every program passes before it is stored or run.
 
-This runs in the caller's process but never executes the program; it only parses it. The dynamic
-half (separate process, restricted builtins, resource limits) is in :mod:`._worker`.
+:func:`check_program` parses a program (never runs it) and rejects anything outside an allow-list:
+imports of seven modules, names that are not reflective builtins, and attributes from a fixed list
+(the public methods and fields of the values a numeric program handles: numbers, strings,
+containers, ``Decimal``, ``Fraction``, dates, regex matches, plus the allowed modules' exports).
+No frame, code, generator, coroutine or traceback attribute is on that list, so a program cannot
+walk from a generator to its caller's globals. Attributes are read-only: assigning or deleting one
+is rejected, which also stops ``math.sqrt = ...``. ``str.format``/``format_map`` would walk
+attributes from inside a string (``"{0.gi_frame}"``), so they are allowed only on a constant format
+string whose fields name no attribute or index.
+
+Every path that stores or runs a program (miss, build, imports, warm start) calls this function,
+directly or through :class:`minicache.sandbox.SandboxPool`; its name and signature are stable.
+This layer is assumed to have holes: the OS layer (see ``_worker``/``_seccomp``) must hold alone.
 """
 
 from __future__ import annotations
 
 import ast
+import datetime
+import decimal
+import fractions
+import json
+import math
+import re
+import statistics
+import string
 
 from ..errors import MiniCacheError
 
@@ -19,6 +38,41 @@ FORBIDDEN_NAMES = frozenset({
     "__builtins__", "__loader__", "__spec__", "os", "sys", "subprocess", "socket", "importlib",
 })
 
+# Never allowed, whatever type has them: they reach frames, code, globals or tracebacks.
+INTROSPECTION_ATTRIBUTES = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code",
+    "cr_await", "cr_origin", "cr_running", "ag_frame", "ag_code", "ag_await", "ag_running",
+    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "f_lasti", "f_lineno",
+    "tb_frame", "tb_next", "tb_lasti", "tb_lineno", "co_code", "co_consts", "co_names",
+    "with_traceback", "mro", "format", "format_map",
+})
+# Harmless on a value but a submodule on an allowed module (``re.Pattern.scanner``, ``json.scanner``).
+MODULE_COLLISIONS = frozenset({"scanner"})
+
+_VALUE_TYPES: tuple[type, ...] = (
+    str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset, range, slice,
+    type({}.keys()), type({}.values()), type({}.items()),
+    decimal.Decimal, decimal.Context, decimal.DecimalTuple, fractions.Fraction,
+    datetime.date, datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone,
+    re.Pattern, re.Match, statistics.NormalDist, BaseException, StopIteration, json.JSONDecodeError,
+)
+
+
+def _public(names: object) -> set[str]:
+    return {n for n in names if isinstance(n, str) and not n.startswith("_")}  # type: ignore[attr-defined]
+
+
+def _allowed_attributes() -> frozenset[str]:
+    names: set[str] = set()
+    for kind in _VALUE_TYPES:
+        names |= _public(dir(kind))
+    for module in (math, statistics, decimal, fractions, datetime, re, json):
+        names |= _public(getattr(module, "__all__", None) or dir(module))
+    return frozenset(names - INTROSPECTION_ATTRIBUTES - MODULE_COLLISIONS)
+
+
+ALLOWED_ATTRIBUTES = _allowed_attributes()
+FORMAT_METHODS = frozenset({"format", "format_map"})
 MAX_SOURCE_CHARS = 20_000
 
 
@@ -31,33 +85,70 @@ class SandboxError(MiniCacheError):
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result"
+        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable"
+
+
+def plain_format_string(text: str) -> bool:
+    """True if ``text`` used as a format string names no attribute or index (``{0.x}``, ``{0[x]}``)."""
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError:
+        return False
+    for _literal, field, spec, _conversion in fields:
+        if field is not None and ("." in field or "[" in field):
+            return False
+        if spec and "{" in spec and not plain_format_string(spec):
+            return False
+    return True
+
+
+def _check_attribute(node: ast.Attribute) -> None:
+    where = f"(line {node.lineno})"
+    if not isinstance(node.ctx, ast.Load):
+        raise SandboxViolation(f"assigning or deleting attribute {node.attr!r} is not allowed {where}")
+    if node.attr in FORMAT_METHODS:
+        value = node.value
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)
+                and plain_format_string(value.value)):
+            raise SandboxViolation(f"{node.attr!r} is allowed only on a constant format string whose fields "
+                                   f"name no attribute or index {where}")
+        return
+    if node.attr not in ALLOWED_ATTRIBUTES:
+        raise SandboxViolation(f"access to attribute {node.attr!r} is not allowed {where}")
 
 
 def check_program(source: str) -> ast.Module:
-    """Parse ``source`` and reject anything outside the allow-list. Returns the parsed module."""
+    """Parse ``source`` and reject anything outside the allow-list. Returns the parsed module.
+
+    Raises :class:`SandboxViolation` with the first reason found; never runs the program."""
     if not isinstance(source, str) or not source.strip():
         raise SandboxViolation("empty program")
     if len(source) > MAX_SOURCE_CHARS:
         raise SandboxViolation(f"program is {len(source):,} characters, limit {MAX_SOURCE_CHARS:,}")
     try:
         tree = ast.parse(source)
-    except SyntaxError as exc:
-        raise SandboxViolation(f"program does not parse: {exc.msg} (line {exc.lineno})") from None
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
+        raise SandboxViolation(f"program does not parse: {getattr(exc, 'msg', exc)} "
+                               f"(line {getattr(exc, 'lineno', '?')})") from None
+    except (RecursionError, MemoryError):
+        raise SandboxViolation("program is nested too deeply to parse") from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] not in ALLOWED_MODULES or "." in alias.name:
+                if alias.name not in ALLOWED_MODULES:
                     raise SandboxViolation(f"import of {alias.name!r} is not allowed (line {node.lineno})")
         elif isinstance(node, ast.ImportFrom):
             if node.level or (node.module or "") not in ALLOWED_MODULES:
                 raise SandboxViolation(f"import from {node.module!r} is not allowed (line {node.lineno})")
             for alias in node.names:
-                if alias.name == "*" or alias.name.startswith("_"):
+                if alias.name not in ALLOWED_ATTRIBUTES:
                     raise SandboxViolation(f"'from {node.module} import {alias.name}' is not allowed")
         elif isinstance(node, ast.Attribute):
-            if node.attr.startswith("_"):
-                raise SandboxViolation(f"access to attribute {node.attr!r} is not allowed (line {node.lineno})")
+            _check_attribute(node)
+        elif isinstance(node, ast.MatchClass):
+            for attr in node.kwd_attrs:
+                if attr not in ALLOWED_ATTRIBUTES:
+                    raise SandboxViolation(f"matching attribute {attr!r} is not allowed (line {node.lineno})")
         elif isinstance(node, ast.Name):
             if node.id in FORBIDDEN_NAMES or node.id.startswith("__"):
                 raise SandboxViolation(f"use of {node.id!r} is not allowed (line {node.lineno})")
@@ -66,7 +157,7 @@ def check_program(source: str) -> ast.Module:
         elif isinstance(node, (ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
             raise SandboxViolation(f"{type(node).__name__} is not allowed (line {node.lineno})")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
-            # Strings are how dunder names get smuggled into format() or re-built lookups.
+            # Strings are how dunder names get smuggled into lookups built at run time.
             raise SandboxViolation(f"string constants containing '__' are not allowed (line {node.lineno})")
     return tree
 
