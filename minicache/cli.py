@@ -1,16 +1,54 @@
-"""The ``minicache`` command line."""
+"""The ``minicache`` command line.
+
+Every command that touches a store opens it with :func:`minicache.store.open_store`, the opener
+the engine and the server use, so ``--store`` means the same thing everywhere (a SQLite file or a
+``postgresql://`` URL). Commands that only read open it with ``create=False``: a store that does not
+exist is an error, never a new empty one.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .errors import MiniCacheError, ModelFileError
 from .models import fetch
+
+if TYPE_CHECKING:
+    from .engine import MiniCache
+    from .models.base import ModelBackend
+    from .routing import Embedder
+    from .store import Store
+
+
+def _configured_backends() -> tuple[ModelBackend, ModelBackend]:
+    from .config import build_backends
+
+    return build_backends()
+
+
+def _shared_embedder() -> Embedder:
+    from .embedding import shared_embedder
+
+    return shared_embedder()
+
+
+@dataclass
+class Runtime:
+    """Where the commands that run models get them: the configured (target, small) backends and
+    the routing embedder. Both are factories, called only by a command that needs them. Tests pass
+    a Runtime of fakes as ``CliRunner.invoke(main, ..., obj=Runtime(...))``."""
+
+    backends: Callable[[], tuple[ModelBackend, ModelBackend]] = _configured_backends
+    embedder: Callable[[], Embedder] = _shared_embedder
 
 
 class _Group(click.Group):
@@ -20,13 +58,14 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except MiniCacheError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo("error: " + " ".join(str(exc).split()), err=True)
             sys.exit(1)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="minicache")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """MiniCache: reuse validated, parameterized programs across LLM requests that share a computation.
 
     A small model extracts each request's variables and a cached program computes the answer; the
@@ -37,6 +76,7 @@ def main() -> None:
     (see `minicache config --help`). Embedded models live in ~/.cache/minicache/models
     (MINICACHE_MODELS_DIR overrides).
     """
+    ctx.ensure_object(Runtime)
 
 
 def _bytes_bar(total: int, desc: str):
@@ -182,20 +222,20 @@ DEMO_REQUESTS = [
 
 
 @main.command()
-def demo() -> None:
+@click.pass_obj
+def demo(runtime: Runtime) -> None:
     """Send a few requests through both models and print answers and timings.
 
     The target writes a Python program per request (run here in a subprocess); the small model
     extracts the request's numbers as schema-constrained JSON.
     """
-    from .config import build_backends
     from .models.base import GenerationOptions, Message
     from .prompts import pot_messages
     from .programs import extract_code
     from .sandbox import run_untrusted
 
     click.echo("loading models...", err=True)
-    target, small = build_backends()
+    target, small = runtime.backends()
     schema = {"type": "object", "properties": {"numbers": {"type": "array", "items": {"type": "number"}},
                                                "quantity_asked": {"type": "string"}},
               "required": ["numbers", "quantity_asked"]}
@@ -252,18 +292,39 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
 
 def _store_option(f):
     return click.option("--store", envvar="MINICACHE_STORE", default="minicache.db", show_default=True,
-                        help="SQLite file holding groups, examples and entries (env MINICACHE_STORE).")(f)
+                        help="SQLite file or postgresql:// URL holding groups, examples and entries "
+                             "(env MINICACHE_STORE).")(f)
 
 
 def _tenant_option(f):
     return click.option("--tenant", default="default", show_default=True, help="Tenant whose cache to use.")(f)
 
 
-def _engine(store: str, **config):
-    from .engine import EngineConfig, MiniCache
+@contextmanager
+def _open(spec: str, *, create: bool) -> Iterator[Store]:
+    """The store ``spec`` names, closed afterwards. ``create=False`` for commands that only read."""
+    from .store import open_store
 
-    click.echo("loading models...", err=True)
-    return MiniCache.local(store=store, config=EngineConfig(**config))
+    store = open_store(spec, create=create)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _engine(runtime: Runtime, store: str, **config) -> MiniCache:
+    """The engine on ``store``, opened first: a wrong --store fails before the models load."""
+    from .engine import EngineConfig, MiniCache
+    from .store import open_store
+
+    opened = open_store(store)
+    try:
+        click.echo("loading models...", err=True)
+        target, small = runtime.backends()
+        return MiniCache(target, small, opened, embedder=runtime.embedder(), config=EngineConfig(**config))
+    except BaseException:
+        opened.close()
+        raise
 
 
 def _read_context(path: str | None) -> str | None:
@@ -288,11 +349,12 @@ def _read_context(path: str | None) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @_store_option
 @_tenant_option
-def solve(question: str, context_file: str | None, group: str | None, no_cache: bool, no_store: bool, mode: str,
-          as_json: bool, store: str, tenant: str) -> None:
+@click.pass_obj
+def solve(runtime: Runtime, question: str, context_file: str | None, group: str | None, no_cache: bool,
+          no_store: bool, mode: str, as_json: bool, store: str, tenant: str) -> None:
     """Answer one QUESTION through the cache (hit, or step reuse) or the target model (miss)."""
     context = _read_context(context_file)
-    with _engine(store, background_builds=False) as mc:
+    with _engine(runtime, store, background_builds=False) as mc:
         r = mc.solve(question, context, group=group, tenant=tenant, no_cache=no_cache, no_store=no_store, mode=mode)
     if as_json:
         click.echo(json.dumps(r.to_dict(), indent=2, default=str))
@@ -309,9 +371,11 @@ def solve(question: str, context_file: str | None, group: str | None, no_cache: 
 @click.option("--groups", default=5, show_default=True, help="How many Formula groups (formulas) to stream.")
 @click.option("--per-group", default=6, show_default=True, help="Requests per group.")
 @click.option("--seed", default=0, show_default=True, help="Shuffle seed of the stream.")
-@click.option("--store", default=None, help="SQLite file (default: a fresh temporary one, so the run starts cold).")
+@click.option("--store", default=None, help="SQLite file or postgresql:// URL (default: a fresh temporary SQLite "
+                                            "file, so the run starts cold).")
 @click.option("--json", "as_json", type=click.Path(), help="Also write the summary and per-request rows to this JSON file.")
-def run(groups: int, per_group: int, seed: int, store: str | None, as_json: str | None) -> None:
+@click.pass_obj
+def run(runtime: Runtime, groups: int, per_group: int, seed: int, store: str | None, as_json: str | None) -> None:
     """The main job: a shuffled stream of FinLoRA Formula requests through MiniCache on the configured models.
 
     Shows each request's route (miss / hit / fallback), latency and correctness against gold, and each
@@ -323,7 +387,7 @@ def run(groups: int, per_group: int, seed: int, store: str | None, as_json: str 
     from .mainjob import format_summary, formula_stream, run_stream
 
     with tempfile.TemporaryDirectory() as tmp:
-        with _engine(store or f"{tmp}/minicache.db") as mc:
+        with _engine(runtime, store or f"{tmp}/minicache.db") as mc:
             stream = formula_stream(groups, per_group, seed=seed)
             click.echo(f"streaming {len(stream)} requests from {groups} formulas (cold cache)...", err=True)
             summary = run_stream(mc, stream)
@@ -338,13 +402,12 @@ def run(groups: int, per_group: int, seed: int, store: str | None, as_json: str 
 @_tenant_option
 def stats(store: str, tenant: str) -> None:
     """Counters of the cache: requests, hits, misses, builds, entries, tokens."""
-    from .store import SQLiteStore
-
-    s = SQLiteStore(store)
-    counters = s.counters(tenant)
-    entries = s.list_entries(tenant)
-    groups = s.list_groups(tenant)
-    requests = counters.get("requests", 0)
+    with _open(store, create=False) as s:
+        counters = s.counters(tenant)
+        entries = s.list_entries(tenant)
+        groups = s.list_groups(tenant)
+    counters = {"requests": 0, "hits": 0, "misses": 0, "fallbacks": 0, "errors": 0, **counters}
+    requests = counters["requests"]
     data = dict(counters, groups=len(groups), entries_active=sum(e.status == "active" for e in entries),
                 entries_total=len(entries), hit_rate=(counters.get("hits", 0) / requests) if requests else 0.0)
     click.echo(json.dumps(data, indent=2, sort_keys=True))
@@ -361,9 +424,9 @@ def entries() -> None:
 @_tenant_option
 def entries_list(show_all: bool, store: str, tenant: str) -> None:
     """One line per entry: id, status, group, hits/failures, variables."""
-    from .store import SQLiteStore
-
-    for e in SQLiteStore(store).list_entries(tenant, None if show_all else "active"):
+    with _open(store, create=False) as s:
+        found = s.list_entries(tenant, None if show_all else "active")
+    for e in found:
         names = ", ".join(v.name for v in e.template)
         click.echo(f"{e.id}  {e.status:<10} v{e.version}  {e.group_id}  hits {e.hits} failures {e.failures}  ({names})")
 
@@ -374,9 +437,8 @@ def entries_list(show_all: bool, store: str, tenant: str) -> None:
 @_tenant_option
 def entries_show(entry_id: str, store: str, tenant: str) -> None:
     """The whole entry as JSON: template, program, validation record, rules, counters."""
-    from .store import SQLiteStore
-
-    e = SQLiteStore(store).get_entry(tenant, entry_id)
+    with _open(store, create=False) as s:
+        e = s.get_entry(tenant, entry_id)
     if e is None:
         raise click.ClickException(f"no entry {entry_id} for tenant {tenant}")
     click.echo(json.dumps(e.to_json(), indent=2))
@@ -388,24 +450,30 @@ def entries_show(entry_id: str, store: str, tenant: str) -> None:
 @_tenant_option
 def entries_delete(entry_id: str, store: str, tenant: str) -> None:
     """Delete one entry (its group falls back to the miss path and may be rebuilt)."""
-    from .store import SQLiteStore
-
-    if not SQLiteStore(store).delete_entry(tenant, entry_id):
+    with _open(store, create=False) as s:
+        deleted = s.delete_entry(tenant, entry_id)
+    if not deleted:
         raise click.ClickException(f"no entry {entry_id} for tenant {tenant}")
     click.echo(f"deleted {entry_id}")
 
 
 @entries.command("export")
 @click.argument("path", type=click.Path(dir_okay=False, writable=True))
+@click.option("--examples", default=3, show_default=True, type=click.IntRange(0, 100),
+              help="Requests of each entry's group to include (an importing cache routes by them).")
 @_store_option
 @_tenant_option
-def entries_export(path: str, store: str, tenant: str) -> None:
-    """Write the active entries to PATH as JSON (for a warm start elsewhere)."""
-    from .store import SQLiteStore
+def entries_export(path: str, examples: int, store: str, tenant: str) -> None:
+    """Write the active entries to PATH as JSON (for `entries import` or a warm start elsewhere)."""
+    from .portability import export_entries
 
-    data = [e.to_json() for e in SQLiteStore(store).list_entries(tenant, "active")]
-    with open(path, "w") as fh:
-        json.dump(data, fh, indent=2)
+    with _open(store, create=False) as s:
+        data = export_entries(s, tenant, examples)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, allow_nan=False)
+    except OSError as exc:
+        raise click.FileError(path, hint=exc.strerror or str(exc)) from None
     click.echo(f"exported {len(data)} entries to {path}")
 
 
@@ -413,24 +481,23 @@ def entries_export(path: str, store: str, tenant: str) -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @_store_option
 @_tenant_option
-def entries_import(path: str, store: str, tenant: str) -> None:
-    """Import entries from PATH (checked first; nothing is written if any entry is invalid)."""
-    from .engine import InvalidRequest
-    from .store import Entry, SQLiteStore
-    from .synthesis import ProgramShapeError, parse_signature
+@click.pass_obj
+def entries_import(runtime: Runtime, path: str, store: str, tenant: str) -> None:
+    """Import the entries of PATH (an export) into the store.
 
-    try:
-        data = json.loads(open(path, encoding="utf-8").read())
-        items = [Entry.from_json(dict(d, tenant=tenant)) for d in data]
-        for e in items:
-            parse_signature(e.program)
-    except (ValueError, TypeError, ProgramShapeError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"{path}: {exc}") from exc
-    s = SQLiteStore(store)
-    for e in items:
-        e.status = "active"
-        s.put_entry(e)
-    click.echo(f"imported {len(items)} entries into tenant {tenant}")
+    \b
+    The whole file is validated first, then written in one transaction: if any entry is invalid,
+    nothing is written (not even a new store file). Each entry becomes its group's active entry
+    under a fresh id (the exported id is kept as validation.imported_from), so importing a group
+    that already has an active entry adds a version that supersedes it. Example requests in the
+    file are embedded for routing, which needs the embedder (`minicache models`).
+    """
+    from .portability import import_entries, load_export
+
+    validated = load_export(path)
+    with _open(store, create=True) as s:
+        n = import_entries(s, validated, tenant, runtime.embedder)
+    click.echo(f"imported {n} entries into tenant {tenant}")
 
 
 @main.command()
@@ -452,7 +519,8 @@ def entries_import(path: str, store: str, tenant: str) -> None:
 @click.option("--pad-requests", default=20, show_default=True, help="Requests per pad length.")
 @click.option("--use-group-labels", is_flag=True, help="Route by the dataset's group labels (analysis only by default).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder; rerunning resumes.")
-def bench(dataset: str, methods: str, limit: int | None, groups: int | None, seed: str, subset: str,
+@click.pass_obj
+def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, groups: int | None, seed: str, subset: str,
           concurrency: str, throughput_requests: int, pad_context: str, pad_requests: int, use_group_labels: bool,
           out_dir: str) -> None:
     """Compare MiniCache with PoT and other caches on one stream; write one report.
@@ -470,8 +538,6 @@ def bench(dataset: str, methods: str, limit: int | None, groups: int | None, see
     from pathlib import Path
 
     from .bench import METHODS, run_seeds
-    from .config import build_backends
-    from .embedding import shared_embedder
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
     unknown = [m for m in names if m not in METHODS]
@@ -492,13 +558,13 @@ def bench(dataset: str, methods: str, limit: int | None, groups: int | None, see
             raise click.BadParameter(f"expected METHOD=N, got {item!r}", param_hint="--subset")
         caps[name] = int(n)
     seeds = ints(seed, "--seed") or [0]
+    clients, pads = ints(concurrency, "--concurrency"), ints(pad_context, "--pad-context")  # before models load
     click.echo("loading models...", err=True)
-    target, small = build_backends()
-    results = run_seeds(dataset=dataset, methods=names, target=target, small=small, embedder=shared_embedder(),
-                            out=Path(out_dir), limit=limit, groups=groups, seeds=seeds,
-                            concurrency=ints(concurrency, "--concurrency"), throughput_requests=throughput_requests,
-                            pad_tokens=ints(pad_context, "--pad-context"), pad_requests=pad_requests,
-                            use_group_labels=use_group_labels, subset=caps, command="minicache " + " ".join(sys.argv[1:]))
+    target, small = runtime.backends()
+    results = run_seeds(dataset=dataset, methods=names, target=target, small=small, embedder=runtime.embedder(),
+                        out=Path(out_dir), limit=limit, groups=groups, seeds=seeds, concurrency=clients,
+                        throughput_requests=throughput_requests, pad_tokens=pads, pad_requests=pad_requests,
+                        use_group_labels=use_group_labels, subset=caps, command="minicache " + " ".join(sys.argv[1:]))
     click.echo(open(f"{out_dir}/report.md").read())
     del results
 
@@ -512,15 +578,23 @@ def bench(dataset: str, methods: str, limit: int | None, groups: int | None, see
               help="Server TOML: api_keys, admin_keys, public_metrics, [limits] (MINICACHE_SERVER_* env vars override).")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
-def serve(host: str, port: int, store: str, config_file: str | None, log_level: str) -> None:
+@click.option("--insecure-no-auth", is_flag=True,
+              help="Serve on a non-loopback --host without API keys (anyone who reaches it may use it).")
+def serve(host: str, port: int, store: str, config_file: str | None, log_level: str, insecure_no_auth: bool) -> None:
     """Serve MiniCache as an OpenAI-compatible API (POST /v1/chat/completions, /v1/solve, /admin/*, /metrics, /health).
 
-    Models are the configured ones (`minicache config`); without API keys in --config, auth is off.
+    Models are the configured ones (`minicache config`). Without API keys in --config, auth is off and
+    the server refuses a non-loopback --host unless --insecure-no-auth is given; the admin endpoints
+    always need an admin key.
     """
     from .server import serve as run_server
 
     click.echo("loading models...", err=True)
-    run_server(host=host, port=port, store=store, config=config_file, log_level=log_level)
+    try:
+        run_server(host=host, port=port, store=store, config=config_file, log_level=log_level,
+                   insecure_no_auth=insecure_no_auth)
+    except MiniCacheError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import BackendError, MiniCacheError
-from .extraction import ExtractionError, Extractor, candidate_values, learn_rules, valid_rule
+from . import portability
+from .errors import BackendError, InvalidRequest, MiniCacheError
+from .extraction import ExtractionError, Extractor, candidate_values, learn_rules
 from .hit import ZERO_MODEL_PATHS, HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile
 from .lifting import lift, own_values, program_inputs
 from .models.base import GenerationOptions, Message, ModelBackend
@@ -32,10 +33,6 @@ from .stepcache import StepCache, StepConfig
 from .stepcache import parse as parse_step_task
 from .store import Entry, Example, Store, new_id, open_store
 from .synthesis import ProgramShapeError, answers_match, generalize, parse_signature
-
-
-class InvalidRequest(MiniCacheError):
-    """The request itself is unusable (empty, too large, not text); nothing was stored."""
 
 
 class SolveError(MiniCacheError):
@@ -695,61 +692,20 @@ class MiniCache:
 
     def export_entries(self, tenant: str = "default", examples: int = 3) -> list[dict[str, Any]]:
         """Active entries as JSON, each with up to ``examples`` of its group's requests, which let an
-        importing cache route unlabelled requests to it."""
-        out = []
-        for e in self.store.list_entries(tenant, "active"):
-            data = e.to_json()
-            data["examples"] = [{"question": x.question, "context": x.context, "answer": x.answer,
-                                 "variables": x.variables} for x in self.store.examples(tenant, e.group_id)[-examples:]]
-            out.append(data)
-        return out
+        importing cache route unlabelled requests to it (see :mod:`minicache.portability`)."""
+        return portability.export_entries(self.store, tenant, examples)
 
     def import_entries(self, data: list[dict[str, Any]], tenant: str = "default") -> int:
-        """Import exported entries (all checked first: nothing is written if any is invalid)."""
-        entries: list[tuple[Entry, list[dict[str, Any]]]] = []
-        for i, item in enumerate(data):
-            try:
-                if not isinstance(item, dict):
-                    raise TypeError("not a JSON object")
-                for key in ("group_id", "program"):
-                    if not isinstance(item.get(key), str) or not item[key]:
-                        raise ValueError(f"{key} must be a non-empty string")
-                if not isinstance(item.get("template"), list) or not isinstance(item.get("rules", {}) or {}, dict):
-                    raise ValueError("template must be a list and rules an object")
-                entry = Entry.from_json(dict(item, tenant=tenant, id=new_id("ent")))
-                parse_signature(entry.program)
-                bad = [name for name, rule in entry.rules.items() if not valid_rule(rule)]
-                if bad:
-                    raise ValueError(f"malformed rules for {', '.join(bad)}")
-                examples = item.get("examples") or []
-                if not isinstance(examples, list) or not all(
-                        isinstance(x, dict) and isinstance(x.get("question"), str)
-                        and isinstance(x.get("context"), (str, type(None))) and isinstance(x.get("variables", {}), dict)
-                        for x in examples):
-                    raise ValueError("examples must be objects with a question, an optional text context and variables")
-                json.dumps(examples)
-            except (ValueError, TypeError, KeyError, ProgramShapeError) as exc:
-                raise InvalidRequest(f"entry {i}: {exc}") from exc
-            entry.status = "active"
-            entries.append((entry, examples))
-        for entry, examples in entries:
-            self.store.ensure_group(tenant, entry.group_id)
-            self.store.put_entry(entry)
-            for x in examples:
-                self.store.add_example(Example(
-                    id=new_id("ex"), tenant=tenant, group_id=entry.group_id, question=x["question"],
-                    context=x.get("context"), program=entry.program, answer=x.get("answer"),
-                    variables=x.get("variables") or {}, embedding=self.router.embed_request(x["question"])))
-        return len(entries)
+        """Import an export (parsed JSON): the whole document is validated first
+        (:class:`~minicache.portability.EntryExport`; :class:`InvalidRequest` names the first
+        problem), then written in one transaction. Returns how many entries were imported."""
+        return portability.import_entries(self.store, portability.parse_export(data), tenant,
+                                          lambda: self.router.embedder)
 
     def warm_start(self, path: str | Path, tenant: str = "default") -> int:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InvalidRequest(f"cannot read entries from {path}: {exc}") from exc
-        if not isinstance(data, list):
-            raise InvalidRequest(f"{path}: expected a JSON list of entries")
-        return self.import_entries(data, tenant)
+        """Import an export file, as :meth:`import_entries` (unreadable files are InvalidRequest too)."""
+        return portability.import_entries(self.store, portability.load_export(path), tenant,
+                                          lambda: self.router.embedder)
 
     def close(self) -> None:
         self._builds.shutdown(wait=True)

@@ -41,3 +41,7 @@ class BackendResponseError(BackendError):
 
 class ModelRequestsBlocked(BackendError):
     """A real model was about to be used while real-model access is switched off (unit tests)."""
+
+
+class InvalidRequest(MiniCacheError):
+    """The input itself is unusable (a request, an import document); nothing was stored."""

@@ -22,19 +22,26 @@ __all__ = ["Entry", "Example", "Group", "Store", "Variable", "SQLiteStore", "Sto
            "program_hash", "open_store"]
 
 
-def open_store(spec: "str | Store | None") -> Store:
-    """A store from a SQLite path, ``:memory:``, a ``postgresql://`` URL, or an existing store object."""
+def open_store(spec: "str | Store | None", *, create: bool = True) -> Store:
+    """A store from a SQLite path, ``:memory:``, a ``postgresql://`` URL, or an existing store object.
+
+    This is the one opener: the engine, the server and every CLI command call it, so a spec means
+    the same store everywhere. ``create=False`` is for commands that only read: the store must
+    already exist (a SQLite file, a database with MiniCache's schema), else :class:`StoreError`,
+    and nothing is created. An existing store of an older schema is still migrated."""
     if spec is None:
-        return SQLiteStore("minicache.db")
+        spec = "minicache.db"
     if isinstance(spec, str):
+        if not spec.strip():
+            raise StoreError("the store is empty: give a SQLite file path or a postgresql:// URL")
         if spec.lower().startswith(("postgres://", "postgresql://")):
             try:
                 from .postgres import PostgresStore
             except ImportError as exc:
                 raise StoreError(f"PostgreSQL stores need psycopg: {exc}") from exc
-            return PostgresStore(spec)
-        if re.match(r"^\s*\w+\s*=", spec):
-            raise StoreError("key=value connection strings are not accepted: use a postgresql:// URL "
-                             "(or a file path for SQLite)")
-        return SQLiteStore(spec)
+            return PostgresStore(spec, create=create)
+        if re.match(r"^\s*\w+\s*=", spec) or re.match(r"^[a-z][a-z0-9+.-]*://", spec, re.I):
+            raise StoreError("not a store this MiniCache knows: use a file path for SQLite or a "
+                             "postgresql:// URL (key=value strings and other URL schemes are not accepted)")
+        return SQLiteStore(spec, create=create)
     return spec

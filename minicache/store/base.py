@@ -100,22 +100,6 @@ class Entry:
                 "audits_agreed": self.audits_agreed, "audits_disagreed": self.audits_disagreed,
                 "created_at": self.created_at, "updated_at": self.updated_at}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Entry:
-        required = {"group_id", "template", "program"}
-        missing = required - set(data)
-        if missing:
-            raise ValueError(f"entry is missing {', '.join(sorted(missing))}")
-        if data.get("program_hash") and data["program_hash"] != program_hash(data["program"]):
-            raise ValueError(f"entry {data.get('id')}: program_hash does not match the program text")
-        return cls(id=data.get("id") or new_id("ent"), tenant=data.get("tenant", "default"),
-                   group_id=data["group_id"], template=[Variable(**v) for v in data["template"]],
-                   program=data["program"], version=int(data.get("version", 1)),
-                   status=data.get("status", "active"), validation=data.get("validation") or {},
-                   rules=data.get("rules") or {}, hits=int(data.get("hits", 0)),
-                   failures=int(data.get("failures", 0)), audits_agreed=int(data.get("audits_agreed", 0)),
-                   audits_disagreed=int(data.get("audits_disagreed", 0)))
-
 
 @dataclass
 class StepRecord:
@@ -170,6 +154,8 @@ class Store(Protocol):
     def record_failure(self, tenant: str, entry_id: str) -> int: ...
     def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]: ...
     def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None: ...
+    # an import: every entry (as put_entry) and example in ONE transaction, all or nothing
+    def import_entries(self, entries: list[Entry], examples: list[Example]) -> None: ...
     def delete_entry(self, tenant: str, entry_id: str) -> bool: ...
 
     # build coordination between replicas: a lease row with an expiry (a crashed builder's lease lapses)

@@ -112,7 +112,9 @@ class PostgresStore:
     """The :class:`~minicache.store.base.Store` protocol on PostgreSQL (psycopg 3 + a connection pool)."""
 
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0,
-                 connect_timeout: int = 10) -> None:
+                 connect_timeout: int = 10, create: bool = True) -> None:
+        """``create=False``: the database must already hold a MiniCache schema (else StoreError, and
+        nothing is created in it); commands that only read use it."""
         self.dsn = dsn
         self.safe_dsn = redact_dsn(dsn)
         self.timeout = timeout
@@ -125,7 +127,8 @@ class PostgresStore:
             self._connect_kwargs["connect_timeout"] = connect_timeout
         self._closed = False
         self._close_lock = threading.Lock()
-        self._migrate()
+        self._local = threading.local()  # this thread's connection while it runs a transaction
+        self._migrate(create)
         self._pool = ConnectionPool(
             dsn, min_size=min_size, max_size=max_size, open=False, timeout=timeout,
             name=f"minicache-store-{id(self):x}",
@@ -146,7 +149,12 @@ class PostgresStore:
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection in autocommit mode (each statement commits on its own)."""
+        """A pooled connection in autocommit mode (each statement commits on its own); inside a
+        :meth:`_tx` of this thread, that transaction's connection."""
+        current = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
         try:
             with self._pool.connection() as conn:
                 yield conn
@@ -157,17 +165,26 @@ class PostgresStore:
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
+        """One transaction: committed when the block ends, rolled back if it raises. A ``_tx`` inside
+        another of the same thread joins it (as a savepoint), so methods compose into one transaction."""
         with self._conn() as conn:
-            with conn.transaction():
-                yield conn
+            outer = getattr(self._local, "conn", None) is None
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    yield conn
+            finally:
+                if outer:
+                    self._local.conn = None
 
-    def _migrate(self) -> None:
+    def _migrate(self, create: bool = True) -> None:
         try:
             conn = psycopg.connect(self.dsn, autocommit=True, **self._connect_kwargs)
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
         try:
+            if not create and not conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]:
+                raise StoreError(f"{self.safe_dsn} holds no MiniCache store (it has no schema_version table)")
             with conn.transaction():
                 # Replicas starting together queue here; the first migrates, the others find it done.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -307,6 +324,24 @@ class PostgresStore:
                        float(entry.created_at), now, entry.audits_agreed, entry.audits_disagreed))
         entry.version, entry.updated_at = version, now
         return entry
+
+    def import_entries(self, entries: list[Entry], examples: list[Example]) -> None:
+        """Write ``entries`` (each as :meth:`put_entry` would) and ``examples`` in ONE transaction:
+        all of them land, or (any write failing) none does. The groups are locked first, in sorted
+        order, so two imports (or an import and put_entry) never wait on each other in a cycle."""
+        now = time.time()
+        try:
+            with self._tx() as c:
+                for tenant, group_id in sorted({(e.tenant, e.group_id) for e in entries}):
+                    c.execute("INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) "
+                              "ON CONFLICT (tenant, id) DO NOTHING", (tenant, group_id, now))
+                    self._lock_group(c, tenant, group_id)
+                for entry in entries:
+                    self.put_entry(entry)
+                for example in examples:
+                    self.add_example(example)
+        except psycopg.IntegrityError as exc:
+            raise StoreError(f"import rolled back, nothing was written: {exc}".rstrip()) from exc
 
     def active_entry(self, tenant: str, group_id: str) -> Entry | None:
         with self._conn() as c:

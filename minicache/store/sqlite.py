@@ -67,7 +67,11 @@ class StoreError(MiniCacheError):
 
 
 class SQLiteStore:
-    def __init__(self, path: str | Path = "minicache.db") -> None:
+    """``create=False`` opens only an existing MiniCache store: a missing file (or directory), or a
+    file without MiniCache's schema, is a :class:`StoreError` and nothing is created. Commands that
+    only read use it, so that a mistyped path is an error instead of a new, empty cache."""
+
+    def __init__(self, path: str | Path = "minicache.db", *, create: bool = True) -> None:
         self.path = str(path)
         self._uri = False
         self._keepalive: sqlite3.Connection | None = None
@@ -77,11 +81,33 @@ class SQLiteStore:
             self.path, self._uri = f"file:minicache-{id(self)}?mode=memory&cache=shared", True
             self._keepalive = sqlite3.connect(self.path, uri=True, check_same_thread=False)
         else:
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.path = str(Path(self.path).expanduser())
+            if create:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            else:
+                self._require_store()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._migrate()
+
+    def _require_store(self) -> None:
+        """For ``create=False``: the file must exist and hold MiniCache's schema. Probed read-only
+        (``mode=ro``), because a store connection's first statement (WAL mode) would already write."""
+        file = Path(self.path)
+        if not file.is_file():
+            raise StoreError(f"no MiniCache store at {self.path}: the file does not exist")
+        try:
+            probe = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                found = probe.execute("SELECT 1 FROM sqlite_master WHERE type='table' "
+                                      "AND name='schema_version'").fetchone()
+            finally:
+                probe.close()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path} is not a MiniCache store: {exc}") from exc
+        if not found:
+            raise StoreError(f"{self.path} is not a MiniCache store (it has no schema_version table)")
 
     # -- connections ----------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -103,7 +129,11 @@ class SQLiteStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction; a ``_tx`` inside another (this thread's connection) joins the outer one."""
         conn = self._conn()
+        if conn.in_transaction:
+            yield conn
+            return
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
@@ -232,6 +262,18 @@ class SQLiteStore:
                        dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
                        entry.created_at, now, entry.audits_agreed, entry.audits_disagreed))
         return entry
+
+    def import_entries(self, entries: list[Entry], examples: list[Example]) -> None:
+        """Write ``entries`` (each as :meth:`put_entry` would) and ``examples`` in ONE transaction:
+        all of them land, or (any write failing) none does."""
+        try:
+            with self._tx():
+                for entry in entries:
+                    self.put_entry(entry)
+                for example in examples:
+                    self.add_example(example)
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"import rolled back, nothing was written: {exc}") from exc
 
     def active_entry(self, tenant: str, group_id: str) -> Entry | None:
         row = self._conn().execute("SELECT * FROM entries WHERE tenant=? AND group_id=? AND status='active' "
