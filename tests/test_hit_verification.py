@@ -376,3 +376,29 @@ def test_the_choice_decoder_reports_the_log_probability_margin_of_each_choice():
     assert out.margins == {"a": pytest.approx(0.75)}
     forced = decode_object([Field("a", [5])], tokenize, model, pending=[3])
     assert forced.margins == {}  # one allowed value: nothing was chosen
+
+
+# -- the benchmark's figures ----------------------------------------------------------------------
+
+
+def test_cache_error_and_gain_rates_compare_hits_with_pot_on_the_same_requests():
+    from minicache.bench.report import cache_rates
+
+    def row(i, route, correct, extraction=None):
+        return {"id": i, "route": route, "correct": correct, "latency_s": 0.1 * (i + 1),
+                "detail": {"extraction": extraction} if extraction else {}}
+
+    pot = [row(i, "miss", correct) for i, correct in enumerate([True, True, False, True, False])]
+    mc = [row(0, "hit", False, "choice"),  # wrong where pot was right: an error the cache added
+          row(1, "hit", True, "rule"),
+          row(2, "hit", True, "align"),  # right where pot was wrong: a gain
+          row(3, "miss", False),  # not a hit: in neither rate
+          row(4, "hit", False, "rule")]  # wrong where pot was wrong too: neither
+    rates = {c["path"]: c for c in cache_rates("minicache", mc, pot)}
+    assert rates["all"]["hits"] == 4
+    assert rates["all"]["cache_error_rate"] == pytest.approx(1 / 4)
+    assert rates["all"]["cache_gain_rate"] == pytest.approx(1 / 4)
+    assert (rates["choice"]["hits"], rates["choice"]["cache_error_rate"]) == (1, 1.0)
+    assert (rates["rule"]["hits"], rates["rule"]["cache_error_rate"], rates["rule"]["cache_gain_rate"]) == (2, 0, 0)
+    assert rates["align"]["cache_gain_rate"] == 1.0
+    assert cache_rates("exact", [row(0, "miss", True)], pot) == []
