@@ -86,12 +86,10 @@ def learn_profile(template: list[Variable], validated: list[tuple[str, dict[str,
                   exemplars: int = 3) -> dict[str, Any]:
     """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
     group's numeric answers."""
-    from .align import positions as _positions
-
     values: dict[str, list[Any]] = {}
     kinds: dict[str, list[str]] = {}
     for text, vals in validated:
-        pos = _positions(text)
+        pos = positions(text)
         for var in template:
             v = vals.get(var.name)
             if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
