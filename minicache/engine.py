@@ -54,6 +54,8 @@ class EngineConfig:
     use_rules: bool = True
     use_choice: bool = True
     route_threshold: float = 0.80
+    route_refresh_s: float = 1.0  # how often a tenant's routing index reads other replicas' new examples
+    route_per_group: int = 32  # embeddings the routing index keeps per group (a representative set)
     frozen: bool = False  # no new builds (existing entries keep serving)
     build_lease_s: float = 600.0  # how long a build may hold its group's lease before others may take over
     max_question_chars: int = 32_000
@@ -213,7 +215,8 @@ class MiniCache:
             from .embedding import shared_embedder
 
             embedder = shared_embedder()
-        self.router = Router(self.store, embedder, self.config.route_threshold)
+        self.router = Router(self.store, embedder, self.config.route_threshold,
+                             refresh_s=self.config.route_refresh_s, per_group=self.config.route_per_group)
         self.sandbox = sandbox or SandboxPool()
         self._own_sandbox = sandbox is None
         self.extractor = Extractor(small, use_rules=self.config.use_rules, use_choice=self.config.use_choice)
@@ -454,9 +457,11 @@ class MiniCache:
         if record:
             t = time.perf_counter()
             self.store.ensure_group(tenant, group_id, label=label)
-            self.store.add_example(Example(id=new_id("ex"), tenant=tenant, group_id=group_id, question=question,
-                                           context=context, program=code, answer=value, variables=variables,
-                                           embedding=self.router.embed_request(question)))
+            example = Example(id=new_id("ex"), tenant=tenant, group_id=group_id, question=question,
+                              context=context, program=code, answer=value, variables=variables,
+                              embedding=self.router.embed_request(question))
+            self.store.add_example(example)
+            self.router.recorded(tenant, group_id, example.embedding)
             timings["record_s"] = time.perf_counter() - t
             self._maybe_build(tenant, group_id)
         return SolveResult(answer=value, answer_text=format_answer(value, question), route="miss", group=group_id,
@@ -687,6 +692,7 @@ class MiniCache:
                     self.store.set_entry_status(tenant, e.id, "evicted")
                     n += 1
             self.store.clear_examples(tenant, gid)
+            self.router.forget_group(tenant, gid)
             return n
         raise InvalidRequest("invalidate needs group= or entry=")
 

@@ -2,9 +2,10 @@
 
 A group is a set of requests that need the same computation. We compare a request's *skeleton*
 (the text with numbers, amounts, percentages, dates and quoted entities masked, so that only the
-wording of the computation remains) by MiniLM embedding against the skeletons of every example the
-tenant has served, and join the group of the nearest one if its cosine similarity reaches the
-threshold; otherwise the request starts a new group.
+wording of the computation remains) by MiniLM embedding against the skeletons of the examples the
+tenant has served (kept in memory, a capped set per group: :mod:`minicache.route_index`), and join
+the group of the nearest one if its cosine similarity reaches the threshold; otherwise the request
+starts a new group.
 
 The default threshold (0.80) was chosen on FinLoRA Formula (20 formulas x 8 requests: 25 groups,
 no request in a group of another formula). SVAMP's near-duplicates that ask a different question
@@ -21,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .route_index import RouteIndex
 from .store.base import Store, new_id
 
 _PATTERNS = [
@@ -62,14 +64,25 @@ class RouteDecision:
 class Router:
     """Nearest-example routing over skeleton embeddings."""
 
-    def __init__(self, store: Store, embedder: Embedder, threshold: float = 0.80) -> None:
+    def __init__(self, store: Store, embedder: Embedder, threshold: float = 0.80, *, refresh_s: float = 1.0,
+                 per_group: int = 32) -> None:
         self.store = store
         self.embedder = embedder
         self.threshold = threshold
+        # The tenant's examples in memory (minicache.route_index): no request reads history.
+        self.index = RouteIndex(store, refresh_s=refresh_s, per_group=per_group)
         # New groups whose first request is still being served (not yet in the store), so that
         # concurrent first requests of one template join one group instead of starting several.
         self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}
         self._lock = threading.Lock()
+
+    def recorded(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
+        """An example this process stored: later requests route to it without waiting for a refresh."""
+        self.index.add(tenant, group_id, vector)
+
+    def forget_group(self, tenant: str, group_id: str) -> None:
+        """The group's examples were cleared: stop routing to it from this process."""
+        self.index.drop_group(tenant, group_id)
 
     def forget_pending(self, tenant: str, question: str) -> None:
         with self._lock:
@@ -84,14 +97,9 @@ class Router:
         if group is not None:
             gid = f"label:{group}"
             return RouteDecision(gid, self.store.get_group(tenant, gid) is None, 1.0, vector, explicit=True)
-        ids, matrix = self.store.routing_index(tenant)
+        best_id, nearest = self.index.nearest(tenant, vector)
         with self._lock:
             pending = list(self._pending.get(tenant, []))
-            nearest, best_id = 0.0, None
-            if ids and matrix.shape[1] == vector.shape[0]:
-                sims = matrix @ vector
-                best = int(np.argmax(sims))
-                nearest, best_id = float(sims[best]), ids[best]
             for gid, _q, vec in pending:
                 sim = float(vec @ vector)
                 if sim > nearest:

@@ -72,7 +72,7 @@ def raw(dsn: str):
 
 
 def test_migrations_bring_a_new_database_to_the_latest_schema(store, pg_dsn):
-    assert store.schema_version() == len(MIGRATIONS) == 4
+    assert store.schema_version() == len(MIGRATIONS) == 5
     with raw(pg_dsn) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema='public'")}

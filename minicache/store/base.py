@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -115,6 +115,16 @@ class StepRecord:
     created_at: float = field(default_factory=time.time)
 
 
+class RoutingRow(NamedTuple):
+    """One example as the routing index needs it: ``seq`` orders examples by commit, so a replica
+    reads only the rows after the last one it saw (see :meth:`Store.examples_since`)."""
+
+    seq: int
+    id: str
+    group_id: str
+    embedding: bytes
+
+
 def stack_embeddings(rows: list[tuple[str, bytes]]) -> tuple[list[str], np.ndarray]:
     """The routing index from (group id, float32 bytes) rows. Rows of another width than the most
     recent one (an embedder change) are left out rather than breaking every request."""
@@ -144,6 +154,12 @@ class Store(Protocol):
     def examples(self, tenant: str, group_id: str) -> list[Example]: ...
     def clear_examples(self, tenant: str, group_id: str) -> int: ...
     def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]: ...
+    # examples with an embedding whose seq is above ``cursor``, by seq: seq only grows, and an
+    # example becomes visible only after every example with a lower seq (commit order)
+    def examples_since(self, tenant: str, cursor: int, limit: int = 10_000) -> list[RoutingRow]: ...
+    # why the group's last build failed or its entry was evicted (JSON), for the next attempt
+    def set_group_failure(self, tenant: str, group_id: str, failure: dict[str, Any] | None) -> None: ...
+    def group_failure(self, tenant: str, group_id: str) -> dict[str, Any] | None: ...
 
     # entries
     def put_entry(self, entry: Entry) -> Entry: ...

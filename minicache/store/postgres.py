@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("the PostgreSQL store needs psycopg 3 and psycopg-pool: "
                       "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3") from exc
 
-from .base import Entry, Example, Group, StepRecord, Variable, dumps, stack_embeddings
+from .base import Entry, Example, Group, RoutingRow, StepRecord, Variable, dumps, stack_embeddings
 from .sqlite import StoreError
 
 # Any constant: the key of the advisory lock that serializes migrations (per database).
@@ -85,7 +85,18 @@ MIGRATIONS: list[str] = [
     ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
     """,
+    # 5: replicas' routing indexes read only the examples after the last seq they saw; why each
+    # group's last build failed or its entry was evicted (minicache.admission)
+    """
+    CREATE INDEX examples_seq ON examples (tenant, seq);
+    ALTER TABLE groups ADD COLUMN failure TEXT;
+    """,
 ]
+
+# The key of the advisory lock example inserts take: seq is drawn and committed under it, so a
+# reader that has seen seq n has also seen every committed example below n (identity values are
+# otherwise drawn at insert and may commit out of order).
+_EXAMPLES_LOCK = 0x6D636578616D706C  # "mcexampl"
 
 _NOW = "EXTRACT(EPOCH FROM statement_timestamp())::float8"  # the server's clock, in epoch seconds
 _KV_PASSWORD = re.compile(r"""\bpassword\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']\S*)\s*""", re.I)
@@ -260,7 +271,8 @@ class PostgresStore:
     # -- examples -------------------------------------------------------------------------
     def add_example(self, example: Example) -> None:
         blob = None if example.embedding is None else np.asarray(example.embedding, dtype=np.float32).tobytes()
-        with self._conn() as c:
+        with self._tx() as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (_EXAMPLES_LOCK,))
             c.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
                       "embedding, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                       (example.tenant, example.id, example.group_id, example.question, example.context,
@@ -289,6 +301,23 @@ class PostgresStore:
             rows = c.execute("SELECT group_id, embedding FROM examples WHERE tenant=%s AND embedding IS NOT NULL "
                              "ORDER BY created_at, seq", (tenant,)).fetchall()
         return stack_embeddings([(r["group_id"], bytes(r["embedding"])) for r in rows])
+
+    def examples_since(self, tenant: str, cursor: int, limit: int = 10_000) -> list[RoutingRow]:
+        """Examples with an embedding and ``seq > cursor``, oldest first (an index range scan)."""
+        with self._conn() as c:
+            rows = c.execute("SELECT seq, id, group_id, embedding FROM examples WHERE tenant=%s AND seq>%s "
+                             "AND embedding IS NOT NULL ORDER BY seq LIMIT %s", (tenant, cursor, limit)).fetchall()
+        return [RoutingRow(r["seq"], r["id"], r["group_id"], bytes(r["embedding"])) for r in rows]
+
+    def set_group_failure(self, tenant: str, group_id: str, failure: dict[str, Any] | None) -> None:
+        with self._conn() as c:
+            c.execute("UPDATE groups SET failure=%s WHERE tenant=%s AND id=%s",
+                      (None if failure is None else dumps(failure), tenant, group_id))
+
+    def group_failure(self, tenant: str, group_id: str) -> dict[str, Any] | None:
+        with self._conn() as c:
+            row = c.execute("SELECT failure FROM groups WHERE tenant=%s AND id=%s", (tenant, group_id)).fetchone()
+        return json.loads(row["failure"]) if row and row["failure"] else None
 
     # -- entries --------------------------------------------------------------------------
     @staticmethod

@@ -13,12 +13,12 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
 from ..errors import MiniCacheError
-from .base import Entry, Example, Group, StepRecord, Variable, dumps, stack_embeddings
+from .base import Entry, Example, Group, RoutingRow, StepRecord, Variable, dumps, stack_embeddings
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -58,6 +58,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 5: a commit-ordered example sequence (replicas' routing indexes read only what is new) and
+    # why each group's last build failed or its entry was evicted (minicache.admission)
+    """
+    CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    ALTER TABLE examples ADD COLUMN seq INTEGER;
+    UPDATE examples SET seq = rowid;
+    INSERT INTO sequences (name, value) SELECT 'examples', COALESCE(MAX(rowid), 0) FROM examples;
+    CREATE INDEX examples_seq ON examples (tenant, seq);
+    ALTER TABLE groups ADD COLUMN failure TEXT;
     """,
 ]
 
@@ -206,10 +216,13 @@ class SQLiteStore:
     def add_example(self, example: Example) -> None:
         blob = None if example.embedding is None else np.asarray(example.embedding, dtype=np.float32).tobytes()
         with self._tx() as c:
+            # Writers are serialized (BEGIN IMMEDIATE), so seq order is commit order.
+            seq = c.execute("UPDATE sequences SET value=value+1 WHERE name='examples' RETURNING value").fetchone()[0]
             c.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
-                      "embedding, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                      "embedding, created_at, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                       (example.tenant, example.id, example.group_id, example.question, example.context,
-                       example.program, dumps(example.answer), dumps(example.variables), blob, example.created_at))
+                       example.program, dumps(example.answer), dumps(example.variables), blob, example.created_at,
+                       seq))
 
     def examples(self, tenant: str, group_id: str) -> list[Example]:
         rows = self._conn().execute("SELECT * FROM examples WHERE tenant=? AND group_id=? ORDER BY created_at, rowid",
@@ -230,6 +243,21 @@ class SQLiteStore:
         rows = self._conn().execute("SELECT group_id, embedding FROM examples WHERE tenant=? AND embedding IS NOT NULL "
                                     "ORDER BY created_at, rowid", (tenant,)).fetchall()
         return stack_embeddings([(r["group_id"], r["embedding"]) for r in rows])
+
+    def examples_since(self, tenant: str, cursor: int, limit: int = 10_000) -> list[RoutingRow]:
+        """Examples with an embedding and ``seq > cursor``, oldest first (an indexed range scan)."""
+        rows = self._conn().execute("SELECT seq, id, group_id, embedding FROM examples WHERE tenant=? AND seq>? "
+                                    "AND embedding IS NOT NULL ORDER BY seq LIMIT ?", (tenant, cursor, limit)).fetchall()
+        return [RoutingRow(r["seq"], r["id"], r["group_id"], r["embedding"]) for r in rows]
+
+    def set_group_failure(self, tenant: str, group_id: str, failure: dict[str, Any] | None) -> None:
+        with self._tx() as c:
+            c.execute("UPDATE groups SET failure=? WHERE tenant=? AND id=?",
+                      (None if failure is None else dumps(failure), tenant, group_id))
+
+    def group_failure(self, tenant: str, group_id: str) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT failure FROM groups WHERE tenant=? AND id=?", (tenant, group_id)).fetchone()
+        return json.loads(row["failure"]) if row and row["failure"] else None
 
     # -- entries --------------------------------------------------------------------------
     @staticmethod

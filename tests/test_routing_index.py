@@ -1,0 +1,212 @@
+"""The routing index (minicache.route_index): in memory, capped per group, and in step with a shared store.
+
+Replicas are two store objects (and two engines) on one SQLite file or one PostgreSQL database; a
+fake clock steps through the refresh interval so nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
+from minicache.engine import EngineConfig, MiniCache
+from minicache.route_index import RouteIndex, TenantIndex
+from minicache.routing import Router, embed_request
+from minicache.store import Example, SQLiteStore, new_id
+from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
+
+DIM = 16
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def unit(seed: int, dim: int = DIM) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def example(group: str, vector: np.ndarray, tenant: str = "default") -> Example:
+    return Example(id=new_id("ex"), tenant=tenant, group_id=group, question="q", context=None,
+                   program="def solve():\n    return 1\n", answer=1, variables={}, embedding=vector)
+
+
+def add(store, group: str, vector: np.ndarray, tenant: str = "default") -> None:
+    store.ensure_group(tenant, group)
+    store.add_example(example(group, vector, tenant))
+
+
+# -- the store's cursor ------------------------------------------------------------------------
+
+def check_examples_since(store) -> None:
+    for i in range(5):
+        add(store, f"g{i % 2}", unit(i))
+    add(store, "other-tenant-group", unit(99), tenant="other")
+    rows = store.examples_since("default", 0)
+    assert [r.group_id for r in rows] == ["g0", "g1", "g0", "g1", "g0"]
+    seqs = [r.seq for r in rows]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 5
+    assert np.frombuffer(rows[2].embedding, dtype=np.float32) == pytest.approx(unit(2))
+    assert [r.seq for r in store.examples_since("default", seqs[2])] == seqs[3:]
+    assert store.examples_since("default", seqs[-1]) == []
+    assert len(store.examples_since("default", 0, limit=2)) == 2
+
+
+def test_sqlite_examples_since_returns_only_rows_after_the_cursor_in_commit_order(tmp_path):
+    store = SQLiteStore(tmp_path / "mc.db")
+    try:
+        check_examples_since(store)
+    finally:
+        store.close()
+
+
+def test_sqlite_seq_never_reuses_a_deleted_examples_number(tmp_path):
+    """A cursor past a deleted example must still see the next one (rowid would be reused)."""
+    store = SQLiteStore(tmp_path / "mc.db")
+    try:
+        add(store, "a", unit(1))
+        add(store, "b", unit(2))
+        cursor = store.examples_since("default", 0)[-1].seq
+        store.clear_examples("default", "b")
+        add(store, "c", unit(3))
+        assert [r.group_id for r in store.examples_since("default", cursor)] == ["c"]
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_examples_since_returns_only_rows_after_the_cursor_in_commit_order(pg_dsn):
+    from minicache.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_dsn)
+    try:
+        check_examples_since(store)
+    finally:
+        store.close()
+
+
+# -- the capped set ----------------------------------------------------------------------------
+
+def test_a_group_keeps_at_most_per_group_vectors_and_skips_copies():
+    index = TenantIndex(per_group=4)
+    base = unit(0)
+    assert index.add("g", base)
+    assert not index.add("g", base.copy())  # an exact copy adds nothing
+    for seed in range(1, 50):
+        index.add("g", unit(seed))
+    assert len(index.groups["g"].rows) == 4
+    assert index.rows == 4
+
+
+def test_at_the_cap_a_new_vector_replaces_the_most_redundant_one():
+    index = TenantIndex(per_group=3)
+    a, b = unit(1), unit(2)
+    near_a = a + 0.05 * unit(3)
+    near_a /= np.linalg.norm(near_a)
+    for v in (a, near_a, b):
+        index.add("g", v)
+    far = unit(4)  # covers wording none of the kept ones does
+    assert index.add("g", far)
+    kept = index.matrix[index.groups["g"].rows]
+    assert max(float(k @ far) for k in kept) == pytest.approx(1.0)
+    assert max(float(k @ b) for k in kept) == pytest.approx(1.0)
+    # a or its near twin went, not both
+    assert max(float(k @ a) for k in kept) > 0.99
+
+
+def test_nearest_finds_the_closest_group_and_a_dropped_group_is_never_routed_to():
+    index = TenantIndex(per_group=8)
+    index.add("g1", unit(1))
+    index.add("g2", unit(2))
+    assert index.nearest(unit(2))[0] == "g2"
+    index.drop("g2")
+    group, sim = index.nearest(unit(2))
+    assert group == "g1" and sim < 0.99
+    index.add("g3", unit(3))  # reuses the freed row
+    assert index.nearest(unit(3)) == ("g3", pytest.approx(1.0))
+
+
+def test_an_embedder_change_keeps_only_the_newest_width():
+    index = TenantIndex(per_group=8)
+    index.add("old", unit(1, dim=8))
+    index.add("new", unit(2, dim=DIM))
+    assert index.nearest(unit(1, dim=8)) == (None, 0.0)
+    assert index.nearest(unit(2))[0] == "new"
+    assert set(index.groups) == {"new"}
+
+
+# -- in step with the store --------------------------------------------------------------------
+
+def check_replica_is_routed_to_within_the_refresh_interval(writer, reader) -> None:
+    clock = Clock()
+    index = RouteIndex(reader, refresh_s=2.0, clock=clock)
+    add(writer, "first", unit(1))
+    assert index.nearest("default", unit(1))[0] == "first"  # loaded on first use
+    add(writer, "second", unit(2))  # another replica records an example
+    clock.now += 1.0
+    assert index.nearest("default", unit(2))[0] != "second"  # not yet: within the interval
+    clock.now += 1.0
+    assert index.nearest("default", unit(2)) == ("second", pytest.approx(1.0))
+    assert index.stats("default")["rows"] == 2
+
+
+def test_an_example_another_sqlite_replica_adds_is_routed_to_after_the_refresh_interval(tmp_path):
+    writer, reader = SQLiteStore(tmp_path / "mc.db"), SQLiteStore(tmp_path / "mc.db")
+    try:
+        check_replica_is_routed_to_within_the_refresh_interval(writer, reader)
+    finally:
+        writer.close()
+        reader.close()
+
+
+@pytest.mark.postgres
+def test_an_example_another_postgres_replica_adds_is_routed_to_after_the_refresh_interval(pg_dsn):
+    from minicache.store.postgres import PostgresStore
+
+    writer, reader = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
+    try:
+        check_replica_is_routed_to_within_the_refresh_interval(writer, reader)
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_the_router_never_reads_the_whole_history_after_the_first_request(tmp_path, monkeypatch):
+    store = SQLiteStore(tmp_path / "mc.db")
+    try:
+        embedder = HashEmbedder()
+        router = Router(store, embedder, refresh_s=0.0)
+        for i in range(3):
+            add(store, "cr", embed_request(embedder, CURRENT_RATIO.ask(*CR_VALUES[i])))
+        reads: list[int] = []
+        since = store.examples_since
+        monkeypatch.setattr(store, "examples_since", lambda t, c, limit=10_000: reads.append(c) or since(t, c, limit))
+        monkeypatch.setattr(store, "routing_index", lambda t: pytest.fail("routing read every example"))
+        assert not router.route("default", CURRENT_RATIO.ask(*CR_VALUES[3])).new_group
+        assert not router.route("default", CURRENT_RATIO.ask(*CR_VALUES[4])).new_group
+        assert reads[0] == 0 and reads[1] > 0  # the second request asked only for what is new
+    finally:
+        store.close()
+
+
+def test_two_engines_on_one_sqlite_file_route_to_each_others_groups(tmp_path, sandbox):
+    """Engine A builds up a group; engine B, with its own store object, joins it after a refresh."""
+    engines = [MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=HashEmbedder(),
+                         sandbox=sandbox, config=EngineConfig(background_builds=False, route_refresh_s=0.0))
+               for _ in range(2)]
+    a, b = engines
+    try:
+        b.solve(SIMPLE_INTEREST.ask(*SI_VALUES[0]))  # B's index is loaded (one group, not current ratio)
+        first = a.solve(CURRENT_RATIO.ask(*CR_VALUES[0]))
+        assert first.route == "miss"
+        second = b.solve(CURRENT_RATIO.ask(*CR_VALUES[1]))
+        assert second.group == first.group
+    finally:
+        for mc in engines:
+            mc.close()
