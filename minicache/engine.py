@@ -99,14 +99,23 @@ _DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)
 _WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4}
 
 
+MAX_DECIMALS = 100  # a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
+
+
+def requested_decimals(question: str) -> int | None:
+    """The decimal places the question asks for ("2 decimal places"), if any."""
+    m = _DECIMALS.search(question)
+    if not m:
+        return None
+    digits = m.group(1).lower()
+    return _WORD_NUM.get(digits) or (int(digits) if len(digits) <= 9 else 10**9)
 def format_answer(value: Any, question: str) -> str:
-    """The answer as text, in the precision the request asks for ("2 decimal places")."""
+    """The answer as text, in the precision the request asks for ("2 decimal places", at most
+    :data:`MAX_DECIMALS`; ``solve`` refuses requests that ask for more before anything runs)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        m = _DECIMALS.search(question)
-        if m:
-            digits = m.group(1).lower()
-            n = _WORD_NUM.get(digits) or int(digits)
-            return f"{value:.{n}f}"
+        n = requested_decimals(question)
+        if n is not None:
+            return f"{value:.{min(n, MAX_DECIMALS)}f}"
         return f"{value:.10g}" if isinstance(value, float) else str(value)
     if isinstance(value, dict):
         return json.dumps(value, ensure_ascii=False)
@@ -180,6 +189,10 @@ def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | N
         raise InvalidRequest(f"{what} contains NUL characters")
     if required and not value.strip():
         raise InvalidRequest(f"{what} is empty")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no store or response can hold it
+        raise InvalidRequest(f"{what} is not valid text (a lone surrogate at character {exc.start})") from None
     if len(value) > limit:
         raise InvalidRequest(f"{what} is {len(value):,} characters; the limit is {limit:,}")
     return value
@@ -256,9 +269,12 @@ class MiniCache:
         if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
             raise InvalidRequest("tenant must be a non-empty string of at most 200 characters")
         assert question is not None
+        _validate_text(group, "group", 200, False)
         if mode not in ("auto", "program", "step"):
             raise InvalidRequest(f"mode must be auto, program or step, not {mode!r}")
         step_request = None
+        if (requested_decimals(question) or 0) > MAX_DECIMALS:
+            raise InvalidRequest(f"the question asks for more than {MAX_DECIMALS} decimal places")
         if mode == "step" or (mode == "auto" and context is None):
             step_request = parse_step_task(question)
             if step_request is None and mode == "step":

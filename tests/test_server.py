@@ -43,8 +43,9 @@ def make(tmp_path, sandbox):
     """Factory: an app over a MiniCache on fakes (its own database); all closed at teardown."""
     made: list[Rig] = []
 
-    def factory(config: ServerConfig | None = None, *, target: FakeTarget | None = None, **engine_config) -> Rig:
-        store = SQLiteStore(tmp_path / f"mc{len(made)}.db")
+    def factory(config: ServerConfig | None = None, *, target: FakeTarget | None = None,
+                store: SQLiteStore | None = None, **engine_config) -> Rig:
+        store = store or SQLiteStore(tmp_path / f"mc{len(made)}.db")
         target = target or FakeTarget()
         mc = MiniCache(target, FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
                        config=EngineConfig(background_builds=False, **engine_config))
@@ -298,15 +299,18 @@ def test_auth_401_and_403(make):
     assert c.get("/health").status_code == 200
 
 
-def test_without_api_keys_auth_is_off_and_everything_is_tenant_default(make, caplog):
+def test_without_api_keys_auth_is_off_everything_is_tenant_default_and_admin_stays_closed(make, caplog):
     with caplog.at_level("WARNING", logger="minicache.server"):
         rig = make(ServerConfig(rate_per_s=0))
-    assert "authentication is OFF" in caplog.text
+    assert "authentication is OFF" in caplog.text and "admin endpoints are closed" in caplog.text
     chat(rig, CURRENT_RATIO, CR_VALUES[0], key="sk-anything-at-all")
     chat(rig, CURRENT_RATIO, CR_VALUES[1])
     assert rig.mc.stats("default")["requests"] == 2
-    assert rig.client.get("/admin/stats").json()["requests"] == 2
-    assert rig.client.get("/metrics").status_code == 200
+    # no admin key configured: the admin endpoints are never open, least of all /admin/import
+    assert_error(rig.client.get("/admin/stats"), 401, "missing_api_key")
+    assert_error(rig.client.post("/admin/import", json=[]), 401)
+    assert_error(rig.client.get("/admin/stats", headers=bearer("sk-anything-at-all")), 403, "admin_required")
+    assert rig.client.get("/metrics").status_code == 200  # no keys at all: metrics stay readable on loopback
 
 
 def test_admin_keys_without_api_keys_still_protect_admin(make):
@@ -480,13 +484,13 @@ def test_token_bucket_refills_at_the_configured_rate():
 @pytest.mark.parametrize("body,code", [
     (b"{not json", "invalid_json"),
     (b"", "invalid_json"),
-    (b"[1, 2]", "invalid_request"),
-    (b'{"model": "m"}', "invalid_type"),
+    (b"[1, 2]", "invalid_type"),
+    (b'{"model": "m"}', "missing_required_parameter"),
     (b'{"messages": "hello"}', "invalid_type"),
     (b'{"messages": [{"role": "system", "content": "only a system message"}]}', "missing_user_message"),
     (b'{"messages": [{"role": "user", "content": 5}]}', "invalid_type"),
     (b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}', "unsupported_content"),
-    (b'{"messages": [{"role": "wizard", "content": "hi"}]}', "invalid_request"),
+    (b'{"messages": [{"role": "wizard", "content": "hi"}]}', "invalid_value"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}', "invalid_type"),
     (b'{"messages": [{"role": "user", "content": "hi"}], "n": 2}', "unsupported_parameter"),
     (b'{"messages": [{"role": "user", "content": "   "}]}', "invalid_request"),  # empty question (engine)
@@ -762,3 +766,335 @@ def test_serve_builds_the_engine_runs_uvicorn_and_closes_the_engine(make, monkey
     assert (config.host, config.port) == ("127.0.0.1", 8123)
     assert config.app.state.config.api_keys == {"sk-a-xxxxxxxxxxxx": "a"} and config.app.state.engine is rig.mc
     assert closed == [True]
+
+
+# -- hostile clients (issue 15 §3): a clear 4xx or a bounded 503, OpenAI-style, and nothing stored ----
+
+
+def state_of(store: SQLiteStore, tenants=("default", "a", "b", " ", "\x00")) -> dict:
+    """Everything a request could have changed: counters, entries (with hits and failures), groups."""
+    return {t: (store.counters(t), sorted((e.id, e.status, e.hits, e.failures) for e in store.list_entries(t)),
+                sorted((g.id, g.n_examples, g.build_failures) for g in store.list_groups(t))) for t in tenants}
+
+
+@pytest.mark.parametrize("ask", ["Use 50000000 decimal places.", "Give 99999999999 decimal places.",
+                                 "Use " + "9" * 5000 + " decimal places."], ids=["50M", "99999999999", "5000-digits"])
+def test_absurd_precision_is_400_before_anything_is_stored(rig, ask):
+    for values in CR_VALUES[:3]:  # a group with an entry: the request would hit
+        chat(rig, CURRENT_RATIO, values)
+    before = state_of(rig.store)
+    question = f"{CURRENT_RATIO.ask(*CR_VALUES[3])} {ask}"
+    for stream in (False, True):
+        r = rig.client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": question}],
+                                                          "stream": stream})
+        assert "decimal places" in assert_error(r, 400, "invalid_request")["message"]
+        assert len(r.content) < 1000
+    assert_error(rig.client.post("/v1/solve", json={"question": question, "group": "new"}), 400, "invalid_request")
+    assert state_of(rig.store) == before
+    r = rig.client.post("/v1/chat/completions", json={"messages": [{
+        "role": "user", "content": f"{CURRENT_RATIO.ask(*CR_VALUES[3])} Use 3 decimal places."}]})
+    assert r.json()["choices"][0]["message"]["content"] == "0.800"
+
+
+def test_streamed_chunks_are_rendered_as_the_client_reads_them():
+    import inspect
+
+    from minicache.engine import SolveResult, format_answer
+    from minicache.server.openai_format import chat_chunks
+
+    result = SolveResult(answer=1.5, route="miss", group="g", answer_text="x" * 6400)
+    events = chat_chunks(result, "m")
+    assert inspect.isgenerator(events)  # not a list built up front
+    assert next(events).startswith("data: ") and sum(1 for _ in events) == 100 + 2
+    assert len(format_answer(2.0, "Use 50000000 decimal places")) < 200  # the formatter caps it too
+
+
+def test_nested_json_is_400_at_any_depth_beyond_the_limit(rig):
+    before = state_of(rig.store)
+    for depth in (65, 900, 5000):
+        deep = "[" * depth + "]" * depth
+        body = f'{{"messages": [{{"role": "user", "content": "{CURRENT_RATIO.ask(*CR_VALUES[0])}"}}], "x": {deep}}}'
+        error = assert_error(rig.client.post("/v1/chat/completions", content=body,
+                                             headers={"Content-Type": "application/json"}), 400, "invalid_json")
+        assert "nested" in error["message"]
+        assert_error(rig.client.post("/v1/solve", content=f'{{"question": "q", "context": {deep}}}'), 400)
+    assert state_of(rig.store) == before
+
+
+@pytest.mark.parametrize("where", ["content", "model", "group", "context", "key"])
+def test_lone_surrogates_are_400_and_count_nothing(rig, where):
+    ok = CURRENT_RATIO.ask(*CR_VALUES[0]).replace('"', '\\"')
+    bodies = {
+        "content": f'{{"messages": [{{"role": "user", "content": "{ok} \\ud800"}}]}}',
+        "model": f'{{"model": "m\\udfff", "messages": [{{"role": "user", "content": "{ok}"}}]}}',
+        "group": f'{{"messages": [{{"role": "user", "content": "{ok}"}}], "minicache": {{"group": "g\\ud800"}}}}',
+        "context": f'{{"messages": [{{"role": "system", "content": "\\ud800"}}, {{"role": "user", "content": "{ok}"}}]}}',
+        "key": f'{{"messages": [{{"role": "user", "content": "{ok}"}}], "metadata": {{"\\ud800": "x"}}}}',
+    }
+    before = state_of(rig.store)
+    r = rig.client.post("/v1/chat/completions", content=bodies[where].encode(),
+                        headers={"Content-Type": "application/json"})
+    assert "surrogate" in assert_error(r, 400, "invalid_json")["message"]
+    assert state_of(rig.store) == before
+    assert sample_value(rig.client.get("/metrics").text, "minicache_requests_total") == 0
+
+
+def test_nul_and_blank_group_labels_are_400(rig):
+    before = state_of(rig.store)
+    for group in ("a\x00b", " ", "", "tab\tbed", "x" * 201):
+        r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0],
+                                                                   minicache={"group": group}))
+        assert assert_error(r, 400)["param"] == "minicache.group"
+        assert_error(rig.client.post("/v1/solve", json={"question": "q", "group": group}), 400)
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0]),
+                        headers={"X-MiniCache-Group": " padded "})
+    assert_error(r, 400)
+    assert state_of(rig.store) == before
+    with pytest.raises(Exception, match="NUL"):  # the engine refuses it too, for library callers
+        rig.mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0]), group="a\x00b")
+
+
+@pytest.mark.parametrize("extra,param,code", [
+    ({"max_tokens": -5}, "max_tokens", "invalid_value"),
+    ({"max_tokens": 0}, "max_tokens", "invalid_value"),
+    ({"temperature": "hot"}, "temperature", "invalid_type"),
+    ({"temperature": 2.5}, "temperature", "invalid_value"),
+    ({"n": True}, "n", "invalid_type"),
+    ({"n": 3}, "n", "unsupported_parameter"),
+    ({"top_p": "1"}, "top_p", "invalid_type"),
+    ({"stream": 1}, "stream", "invalid_type"),
+    ({"seed": 1.5}, "seed", "invalid_type"),
+    ({"stop": [1]}, "stop", "invalid_type"),
+    ({"minicache": {"no_cache": "maybe"}}, "minicache.no_cache", "invalid_type"),
+], ids=lambda v: str(v) if not isinstance(v, dict) else "-".join(v))
+def test_openai_parameters_are_checked_as_openai_checks_them(rig, extra, param, code):
+    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], **extra))
+    error = assert_error(r, 400, code)
+    assert error["param"] == param and error["type"] == "invalid_request_error"
+    assert rig.mc.stats()["requests"] == 0
+
+
+def test_valid_openai_parameters_are_accepted(rig):
+    chat(rig, CURRENT_RATIO, CR_VALUES[0], temperature=0, top_p=1, n=1, max_tokens=100, seed=7, stop=["\n"],
+         presence_penalty=0.5, user="u", metadata={"k": "v"}, tools=[], response_format={"type": "text"})
+
+
+@pytest.mark.parametrize("tenant", [" ", "\x00", "", "a\x00", " a", "x" * 201, "tab\there"])
+def test_admin_tenant_must_be_a_name_someone_can_use(make, tenant):
+    rig = make(AUTH)
+    admin, q = bearer(KEY_ADMIN), {"tenant": tenant}
+    for method, path, body in (("GET", "/admin/entries", None), ("GET", "/admin/stats", None),
+                               ("GET", "/admin/groups", None), ("GET", "/admin/export", None),
+                               ("POST", "/admin/import", []), ("POST", "/admin/invalidate", {"group": "g"}),
+                               ("DELETE", "/admin/entries/ent_x", None)):
+        r = rig.client.request(method, path, params=q, json=body, headers=admin)
+        assert assert_error(r, 400)["param"] == "tenant", (method, path)
+    assert state_of(rig.store, tenants=(tenant,)) == {tenant: ({}, [], [])}
+    assert tenant not in rig.client.app.state.server.seen_tenants
+
+
+@pytest.mark.parametrize("value", ["²", "-1", "101", "abc", "1e2", "", "0x10"])
+def test_export_examples_must_be_a_small_plain_integer(make, value):
+    rig = make(AUTH)
+    r = rig.client.get("/admin/export", params={"examples": value}, headers=bearer(KEY_ADMIN))
+    assert assert_error(r, 400)["param"] == "examples"
+
+
+def test_entry_ids_with_control_characters_are_400(make):
+    rig = make(AUTH)
+    admin = bearer(KEY_ADMIN)
+    assert_error(rig.client.get("/admin/entries/a%00b", headers=admin), 400)
+    assert_error(rig.client.delete("/admin/entries/a%00b", headers=admin), 400)
+    assert_error(rig.client.post("/admin/invalidate", json={"entry": "a\x00b"}, headers=admin), 400)
+
+
+@pytest.mark.parametrize("bad", [
+    {"hits": 10**30}, {"failures": 2**63}, {"hits": -1}, {"group_id": "g\x00"},
+    {"examples": [{"question": "q\x00", "answer": 1}]}, "NaN", "Infinity",
+], ids=["hits-1e30", "failures-2**63", "hits-negative", "nul-group", "nul-question", "nan", "infinity"])
+def test_hostile_import_is_400_and_writes_nothing(make, bad):
+    rig = make(AUTH)
+    admin = bearer(KEY_ADMIN)
+    for values in CR_VALUES[:3]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A)
+    exported = rig.client.get("/admin/export", params={"tenant": "a"}, headers=admin).json()
+    good = {**exported[0], "group_id": "other"}
+    before = state_of(rig.store)
+    if isinstance(bad, dict):
+        r = rig.client.post("/admin/import", params={"tenant": "b"}, json=[good, {**exported[0], **bad}],
+                            headers=admin)
+        assert_error(r, 400, "invalid_entries")
+    else:  # not JSON at all, though Python's json module would read it
+        text = json.dumps([good, exported[0]]).replace('"hits": 0', f'"hits": {bad}', 1)
+        r = rig.client.post("/admin/import", params={"tenant": "b"}, content=text,
+                            headers={**admin, "Content-Type": "application/json"})
+        assert_error(r, 400, "invalid_json")
+    assert state_of(rig.store) == before
+
+
+def test_nan_already_in_the_store_never_makes_admin_reads_500(make):
+    rig = make(AUTH)
+    admin = bearer(KEY_ADMIN)
+    for values in CR_VALUES[:3]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A)
+    entry = rig.store.list_entries("a")[0]
+    with rig.store._tx() as c:  # what an earlier, unchecked import could have left behind
+        c.execute("UPDATE entries SET validation=?, rules=? WHERE id=?",
+                  ('{"passed": NaN, "of": Infinity}', '{}', entry.id))
+        c.execute("UPDATE examples SET answer='NaN' WHERE tenant='a'")
+    for path in ("/admin/entries", f"/admin/entries/{entry.id}", "/admin/export", "/admin/stats"):
+        r = rig.client.get(path, params={"tenant": "a"}, headers=admin)
+        assert r.status_code == 200, (path, r.text)
+        assert "NaN" not in r.text and "Infinity" not in r.text
+    one = rig.client.get(f"/admin/entries/{entry.id}", params={"tenant": "a"}, headers=admin).json()
+    assert one["validation"] == {"passed": None, "of": None}
+
+
+def test_stalled_bodies_time_out_and_hold_only_their_own_tenants_slots(make):
+    import socket
+    import time
+
+    config = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, rate_per_s=0, max_inflight=3,
+                          max_inflight_per_caller=2, body_timeout_s=3.0, public_metrics=True)
+    rig = make(config)
+    body = json.dumps(chat_body(CURRENT_RATIO, CR_VALUES[0])).encode()
+    with BackgroundServer(rig.app) as server, httpx.Client(base_url=server.url, trust_env=False, timeout=30) as http:
+        stalled = []
+        for _ in range(2):  # headers and the first bytes of a body that never finishes
+            sock = socket.create_connection((server.host, server.port))
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + KEY_A.encode()
+                         + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:20])
+            stalled.append(sock)
+        began = time.monotonic()
+        while sample_value(http.get("/metrics").text, "minicache_inflight_requests") < 2:
+            assert time.monotonic() - began < 3
+            time.sleep(0.02)
+        r = http.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[1]), headers=bearer(KEY_A))
+        assert_error(r, 503, "overloaded")
+        assert r.headers["retry-after"] == "1"
+        # another tenant is still served
+        r = http.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[1]), headers=bearer(KEY_B))
+        assert r.status_code == 200, r.text
+        for sock in stalled:  # each stalled request ends with 408 once its body is overdue
+            sock.settimeout(10)
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+            sock.close()
+            assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+            assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "request_timeout"
+        assert time.monotonic() - began < 15
+        r = http.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[2]), headers=bearer(KEY_A))
+        assert r.status_code == 200, r.text
+    assert rig.mc.stats("a")["requests"] == 1 and rig.mc.stats("b")["requests"] == 1
+
+
+def test_sqlite_write_lock_held_elsewhere_is_a_bounded_503_with_retry_after(make, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "locked.db"
+    rig = make(AUTH, store=SQLiteStore(path, busy_timeout_s=0.5))
+    assert SQLiteStore(tmp_path / "default.db").busy_timeout_s <= 10  # the default wait is bounded too
+    chat(rig, CURRENT_RATIO, CR_VALUES[0], key=KEY_A)
+    before = state_of(rig.store)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE')\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(35)\n"), str(path)], stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"locked\n"
+        began = time.monotonic()
+        r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[1]),
+                            headers=bearer(KEY_A))
+        assert_error(r, 503, "store_busy")
+        assert int(r.headers["retry-after"]) >= 1
+        r = rig.client.post("/admin/import", params={"tenant": "b"}, json=[], headers=bearer(KEY_ADMIN))
+        assert_error(r, 503, "store_busy")
+        assert time.monotonic() - began < 10
+        assert rig.client.get("/health").status_code == 200  # readers are not blocked (WAL)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert state_of(rig.store) == before
+    chat(rig, CURRENT_RATIO, CR_VALUES[1], key=KEY_A)
+
+
+def test_repeated_bad_keys_are_throttled_per_client_address(make):
+    rig = make(ServerConfig(api_keys={KEY_A: "a"}, admin_keys={KEY_ADMIN}, rate_per_s=0,
+                            auth_fail_per_s=0.01, auth_fail_burst=3))
+    guesser = TestClient(rig.app, client=("10.0.0.9", 4000))
+    other = TestClient(rig.app, client=("10.0.0.10", 4000))
+    body = chat_body(CURRENT_RATIO, CR_VALUES[0])
+    for _ in range(3):
+        assert_error(guesser.post("/v1/chat/completions", json=body, headers=bearer("sk-guess-000000")), 401)
+    r = guesser.post("/v1/chat/completions", json=body, headers=bearer("sk-guess-000001"))
+    error = assert_error(r, 429, "too_many_auth_failures")
+    assert error["type"] == "rate_limit_error" and int(r.headers["retry-after"]) >= 1
+    # locked out: a right key from that address learns nothing either; admin guesses count the same
+    assert_error(guesser.post("/v1/chat/completions", json=body, headers=bearer(KEY_A)), 429)
+    assert_error(guesser.get("/admin/stats", headers=bearer(KEY_ADMIN)), 429)
+    # other addresses are not affected, and a missing key is no guess
+    assert other.post("/v1/chat/completions", json=body, headers=bearer(KEY_A)).status_code == 200
+    for _ in range(5):
+        assert_error(other.post("/v1/chat/completions", json=body), 401, "missing_api_key")
+    assert other.get("/admin/stats", headers=bearer(KEY_ADMIN)).status_code == 200
+    assert rig.mc.stats("a")["requests"] == 1
+
+
+def test_serve_refuses_a_public_address_without_api_keys(make, monkeypatch):
+    import uvicorn
+    from click.testing import CliRunner
+
+    from minicache.cli import main
+    from minicache.server import serve
+
+    rig = make()
+    started: list[str] = []
+
+    def fake_local(store, **kwargs):
+        started.append("engine")
+        return rig.mc
+
+    monkeypatch.setattr(MiniCache, "local", fake_local)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: started.append(self.config.host))
+    monkeypatch.setattr(rig.mc, "close", lambda: None)
+    for key in ("MINICACHE_SERVER_API_KEYS", "MINICACHE_SERVER_ADMIN_KEYS"):
+        monkeypatch.delenv(key, raising=False)
+    for host in ("0.0.0.0", "192.168.1.5", "::", "example.com"):
+        with pytest.raises(ConfigError, match="--insecure-no-auth"):
+            serve(host, 8123, "x.db", ServerConfig())
+    assert started == []  # refused before any model was loaded
+    result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0"])
+    assert result.exit_code == 1 and "--insecure-no-auth" in result.output and started == []
+    for host in ("127.0.0.1", "localhost", "::1"):
+        serve(host, 8123, "x.db", ServerConfig())
+    serve("0.0.0.0", 8123, "x.db", ServerConfig(api_keys={KEY_A: "a"}))
+    result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--insecure-no-auth"])
+    assert result.exit_code == 0, result.output
+    assert started == ["engine", "127.0.0.1", "engine", "localhost", "engine", "::1", "engine", "0.0.0.0",
+                       "engine", "0.0.0.0"]
+
+
+def test_openapi_schema_is_served_and_describes_every_endpoint(rig):
+    schema = rig.client.get("/openapi.json").json()
+    operations = {(method.upper(), path) for path, ops in schema["paths"].items() for method in ops}
+    assert {("POST", "/v1/chat/completions"), ("POST", "/v1/solve"), ("GET", "/v1/models"), ("GET", "/health"),
+            ("GET", "/metrics"), ("GET", "/admin/entries"), ("GET", "/admin/entries/{entry_id}"),
+            ("DELETE", "/admin/entries/{entry_id}"), ("POST", "/admin/invalidate"), ("GET", "/admin/groups"),
+            ("GET", "/admin/export"), ("POST", "/admin/import"), ("POST", "/admin/freeze"),
+            ("GET", "/admin/stats")} <= operations
+    schemas = schema["components"]["schemas"]
+    chat_schema = schemas["ChatCompletionRequest"]
+    assert chat_schema["required"] == ["messages"] and "minicache" in chat_schema["properties"]
+    assert schema["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"][
+        "schema"] == {"$ref": "#/components/schemas/ChatCompletionRequest"}
+    assert "EntryExport" in schemas and "ExportedEntry" in schemas
+    assert all("422" not in op["responses"] for ops in schema["paths"].values() for op in ops.values())
+    assert "400" in schema["paths"]["/v1/solve"]["post"]["responses"]

@@ -1,8 +1,14 @@
-"""Who is calling: ``Authorization: Bearer <key>`` -> tenant (and admin or not); per-key rate limits.
+"""Who is calling: ``Authorization: Bearer <key>`` -> tenant (and admin or not); per-key rate limits,
+and a throttle on failed authentication per client address.
 
 Keys are looked up by their SHA-256 digest, so the lookup time says nothing about a key's prefix.
-Without any API key configured, auth is off: every caller is tenant "default" (admin endpoints are
-then open too, unless admin keys are configured, in which case they still need one).
+Without any API key configured, auth is off: every caller is tenant "default". The admin endpoints
+always need an admin key: with none configured they answer 401 to everyone.
+
+Wrong keys are throttled per client address: each one takes a token from that address's bucket
+(``auth_fail_burst`` tokens, refilled at ``auth_fail_per_s``); while the bucket is empty every request
+from that address that sends a key gets 429, right keys included, since a guesser cannot be told
+apart from the user it shares an address with and must learn nothing from its guesses.
 """
 
 from __future__ import annotations
@@ -37,9 +43,22 @@ class Authenticator:
         self._admins = {_digest(k) for k in config.admin_keys}
 
     @property
-    def admin_open(self) -> bool:
-        """Admin endpoints need no key: auth is off and no admin key is configured."""
-        return not self.enabled and not self._admins
+    def has_admin_keys(self) -> bool:
+        return bool(self._admins)
+
+    def caller(self, authorization: str | None, client: str) -> str:
+        """Whose slot a request takes in the in-flight limits: its key's tenant, or its address."""
+        if authorization and self.enabled:
+            try:
+                digest = _digest(_bearer(authorization))
+            except ApiError:
+                return f"ip:{client}"
+            tenant = self._tenants.get(digest)
+            if tenant is not None:
+                return f"tenant:{tenant}"
+            if digest in self._admins:
+                return f"admin:{digest.hex()[:16]}"
+        return f"ip:{client}"
 
     def tenants(self) -> set[str]:
         return set(self._tenants.values()) | {DEFAULT_TENANT}
@@ -53,7 +72,7 @@ class Authenticator:
                 digest = None
             if digest is not None and digest in self._admins:
                 return Principal(DEFAULT_TENANT, admin=True, bucket=f"key:{digest.hex()[:16]}")
-            return Principal(DEFAULT_TENANT, admin=self.admin_open, bucket=f"ip:{client}")
+            return Principal(DEFAULT_TENANT, admin=False, bucket=f"ip:{client}")
         if not authorization:
             raise ApiError(401, "Missing API key: send 'Authorization: Bearer <key>'.", code="missing_api_key",
                            headers={"WWW-Authenticate": "Bearer"})
@@ -83,14 +102,17 @@ class RateLimiter:
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
-    def acquire(self, bucket: str, now: float | None = None) -> float | None:
-        """None if the request may go ahead, else the seconds until a token is available."""
+    def acquire(self, bucket: str, now: float | None = None, *, take: bool = True) -> float | None:
+        """None if the request may go ahead (and a token was taken, unless ``take`` is false), else the
+        seconds until a token is available."""
         if self.rate <= 0:
             return None
         now = time.monotonic() if now is None else now
         with self._lock:
             tokens, last = self._buckets.get(bucket, (self.burst, now))
             tokens = min(self.burst, tokens + (now - last) * self.rate)
+            if not take:
+                return None if tokens >= 1.0 else (1.0 - tokens) / self.rate
             if tokens >= 1.0:
                 self._buckets[bucket] = (tokens - 1.0, now)
                 return None
@@ -111,3 +133,21 @@ class RateLimiter:
             seconds = max(1, math.ceil(wait))
             raise ApiError(429, f"Rate limit exceeded: retry in {seconds}s.", code="rate_limit_exceeded",
                            headers={"Retry-After": str(seconds)})
+
+
+class FailedAuthThrottle:
+    """Failed authentications per client address, as a token bucket (see the module docstring)."""
+
+    def __init__(self, per_s: float, burst: int) -> None:
+        self.buckets = RateLimiter(per_s, burst)
+
+    def check(self, client: str) -> None:
+        """429 while ``client`` has used up its failures."""
+        wait = self.buckets.acquire(client, take=False)
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            raise ApiError(429, f"Too many failed authentications from this address: retry in {seconds}s.",
+                           code="too_many_auth_failures", headers={"Retry-After": str(seconds)})
+
+    def failed(self, client: str) -> None:
+        self.buckets.acquire(client)

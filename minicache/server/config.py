@@ -14,10 +14,16 @@ Precedence: environment variables > the file > defaults. Example file (``minicac
     rate_per_s = 50.0                # token bucket per API key (0 = unlimited) ...
     burst = 100                      # ... holding at most this many requests; empty -> 429
     max_inflight = 64                # requests in flight per server; more -> 503
+    max_inflight_per_caller = 16     # ... and per tenant (per client address without a valid key)
+    body_timeout_s = 10.0            # a body not fully received by then -> 408
+    auth_fail_per_s = 0.5            # failed authentications allowed per client address: refill ...
+    auth_fail_burst = 10             # ... and burst; beyond them -> 429 for that address
 
 Environment: ``MINICACHE_SERVER_API_KEYS`` ("key=tenant,key=tenant"), ``MINICACHE_SERVER_ADMIN_KEYS``
 ("key,key"), ``MINICACHE_SERVER_MAX_BODY_BYTES``, ``MINICACHE_SERVER_RATE_PER_S``,
-``MINICACHE_SERVER_BURST``, ``MINICACHE_SERVER_MAX_INFLIGHT``, ``MINICACHE_SERVER_PUBLIC_METRICS``.
+``MINICACHE_SERVER_BURST``, ``MINICACHE_SERVER_MAX_INFLIGHT``, ``MINICACHE_SERVER_MAX_INFLIGHT_PER_CALLER``,
+``MINICACHE_SERVER_BODY_TIMEOUT_S``, ``MINICACHE_SERVER_AUTH_FAIL_PER_S``, ``MINICACHE_SERVER_AUTH_FAIL_BURST``,
+``MINICACHE_SERVER_PUBLIC_METRICS``.
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from pydantic_core import PydanticCustomError
 
-_LIMITS = {"max_body_bytes": int, "rate_per_s": float, "burst": int, "max_inflight": int}
+from ..errors import ConfigError
+from .protocol import check_label
+
+_LIMITS = {"max_body_bytes": int, "rate_per_s": float, "burst": int, "max_inflight": int,
+           "max_inflight_per_caller": int, "body_timeout_s": float, "auth_fail_per_s": float, "auth_fail_burst": int}
 _TOP = {"api_keys", "admin_keys", "public_metrics", "model_name", "limits"}
 
 
@@ -42,6 +52,10 @@ class ServerConfig:
     rate_per_s: float = 50.0  # per key; 0 switches rate limiting off
     burst: int = 100
     max_inflight: int = 64
+    max_inflight_per_caller: int = 16  # per tenant, or per client address for requests without a valid key
+    body_timeout_s: float = 10.0  # the whole body must arrive within this
+    auth_fail_per_s: float = 0.5  # failed authentications per client address: refill rate (0 = unthrottled) ...
+    auth_fail_burst: int = 10  # ... and bucket size
     public_metrics: bool = False
     model_name: str = "minicache"  # the model name answers carry when a request names none
 
@@ -59,8 +73,12 @@ def validate(config: ServerConfig) -> None:
     for key, tenant in config.api_keys.items():
         if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
             raise ConfigError("api_keys: every key must be a string of at least 8 characters without spaces")
-        if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > 200:
-            raise ConfigError(f"api_keys: the tenant of key {key[:4]}... must be a non-empty string (<= 200 chars)")
+        try:
+            if not isinstance(tenant, str):
+                raise TypeError("must be a string")
+            check_label(tenant)
+        except (TypeError, PydanticCustomError) as exc:
+            raise ConfigError(f"api_keys: the tenant of key {key[:4]}... {exc}") from None
     for key in config.admin_keys:
         if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
             raise ConfigError("admin_keys: every key must be a string of at least 8 characters without spaces")
@@ -68,8 +86,12 @@ def validate(config: ServerConfig) -> None:
         raise ConfigError("max_body_bytes must be at least 1024")
     if config.rate_per_s < 0 or (config.rate_per_s > 0 and config.burst < 1):
         raise ConfigError("rate_per_s must be >= 0 (0 = unlimited) and burst >= 1")
-    if config.max_inflight < 1:
-        raise ConfigError("max_inflight must be at least 1")
+    if config.max_inflight < 1 or config.max_inflight_per_caller < 1:
+        raise ConfigError("max_inflight and max_inflight_per_caller must be at least 1")
+    if not 0 < config.body_timeout_s <= 3600:
+        raise ConfigError("body_timeout_s must be more than 0 and at most 3600")
+    if config.auth_fail_per_s < 0 or config.auth_fail_burst < 1:
+        raise ConfigError("auth_fail_per_s must be >= 0 (0 = unthrottled) and auth_fail_burst >= 1")
 
 
 def _from_toml(path: Path) -> dict[str, Any]:

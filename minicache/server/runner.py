@@ -2,27 +2,54 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from pathlib import Path
 
 from ..engine import EngineConfig, MiniCache
+from ..errors import ConfigError
 from .app import create_app
 from .config import ServerConfig, load_server_config
 
 log = logging.getLogger("minicache.server")
 
 
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, config: ServerConfig, insecure_no_auth: bool) -> None:
+    """Refuse to serve without API keys on an address others can reach, unless told so explicitly:
+    without keys every caller is tenant "default" and may spend the target model's time."""
+    if config.auth_enabled or is_loopback(host):
+        return
+    if not insecure_no_auth:
+        raise ConfigError(f"refusing to serve on {host} without API keys: anyone who can reach it could use it. "
+                          "Configure api_keys (--config or MINICACHE_SERVER_API_KEYS), serve on 127.0.0.1, "
+                          "or pass --insecure-no-auth to accept that.")
+    log.warning("SERVING WITHOUT AUTHENTICATION on %s (--insecure-no-auth): every caller is tenant 'default'", host)
+
+
 def serve(host: str = "127.0.0.1", port: int = 8000, store: str = "minicache.db",
           config: ServerConfig | str | Path | None = None, *, engine: MiniCache | None = None,
-          engine_config: EngineConfig | None = None, log_level: str = "info") -> None:
+          engine_config: EngineConfig | None = None, log_level: str = "info",
+          insecure_no_auth: bool = False) -> None:
     """Serve until interrupted. ``store`` is a SQLite path (or a DSN the store layer accepts);
     ``config`` a :class:`ServerConfig` or the path of its TOML file (``MINICACHE_SERVER_*`` env vars
     apply either way when a path or None is given). Without ``engine``, the target and small models
     are the configured ones (``minicache config``: embedded GGUF models by default), and the engine
-    is closed on exit."""
+    is closed on exit. Without API keys it serves only on a loopback address, unless
+    ``insecure_no_auth`` (the CLI's ``--insecure-no-auth``) says otherwise; the admin endpoints
+    always need an admin key."""
     import uvicorn
 
     server_config = config if isinstance(config, ServerConfig) else load_server_config(config)
+    check_exposure(host, server_config, insecure_no_auth)
     own = engine is None
     if engine is None:
         engine = MiniCache.local(store, config=engine_config)

@@ -76,13 +76,19 @@ class StoreError(MiniCacheError):
     """The store could not be opened or is from a newer MiniCache."""
 
 
+class StoreBusy(StoreError):
+    """Another writer held the database's write lock for longer than the busy timeout (retry later)."""
+
+
 class SQLiteStore:
     """``create=False`` opens only an existing MiniCache store: a missing file (or directory), or a
     file without MiniCache's schema, is a :class:`StoreError` and nothing is created. Commands that
     only read use it, so that a mistyped path is an error instead of a new, empty cache."""
 
-    def __init__(self, path: str | Path = "minicache.db", *, create: bool = True) -> None:
+    def __init__(self, path: str | Path = "minicache.db", *, busy_timeout_s: float = 5.0,
+                 create: bool = True) -> None:
         self.path = str(path)
+        self.busy_timeout_s = busy_timeout_s  # a bounded wait for another process's write lock
         self._uri = False
         self._keepalive: sqlite3.Connection | None = None
         if self.path == ":memory:":
@@ -124,11 +130,11 @@ class SQLiteStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False,
-                                       uri=self._uri)
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None,
+                                       check_same_thread=False, uri=self._uri)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("PRAGMA busy_timeout=30000")
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
             conn.row_factory = sqlite3.Row
@@ -144,7 +150,12 @@ class SQLiteStore:
         if conn.in_transaction:
             yield conn
             return
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreBusy(f"{self.path}: {exc} (waited {self.busy_timeout_s:g} s)") from exc
+            raise
         try:
             yield conn
         except BaseException:

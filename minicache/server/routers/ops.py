@@ -1,0 +1,37 @@
+"""Operations: ``GET /health`` (never limited, never authenticated) and ``GET /metrics`` (Prometheus)."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from ... import __version__
+from ..auth import DEFAULT_TENANT
+from ..metrics import CONTENT_TYPE
+from ..serving import State, blocking, require_admin
+
+log = logging.getLogger("minicache.server")
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/health", summary="Liveness and store reachability (503 if the store is unreachable)")
+async def health(server: State) -> Response:
+    try:
+        with anyio.fail_after(5):
+            await anyio.to_thread.run_sync(server.engine.store.counters, DEFAULT_TENANT, abandon_on_cancel=True)
+    except Exception as exc:  # noqa: BLE001 - the probe reports any failure as unhealthy
+        log.warning("health check: store unreachable: %s", exc)
+        return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+    return JSONResponse({"status": "ok", "store": "ok", "frozen": server.engine.config.frozen,
+                         "version": __version__})
+
+
+@router.get("/metrics", summary="Prometheus metrics (admin key, unless public_metrics or no keys at all)")
+async def prometheus(request: Request, server: State) -> Response:
+    if not server.config.public_metrics and (server.auth.enabled or server.auth.has_admin_keys):
+        require_admin(request, server)
+    return Response(await blocking(server.metrics.render), media_type=CONTENT_TYPE)
