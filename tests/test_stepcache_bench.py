@@ -152,3 +152,17 @@ def test_the_summary_scores_answers_itself_and_lists_where_the_checkers_disagree
     assert m["correct_verifier"] == 1  # the verifier-based check compares strings case-insensitively
     assert [d["id"] for d in summary["disagreements"]] == [r.id]
     assert "Where the two checkers disagree (1)" in benchsummary.render(summary)
+
+
+def test_derived_no_reuse_solver_rows_match_the_live_method(tmp_path):
+    out = tmp_path / "out"
+    run_benchmark(dataset="stepcache-micro", methods=["no-reuse", "no-reuse+solver"], target=_oracle(9),
+                  small=FakeSmall(), embedder=HashEmbedder(), out=out, seed=9, limit=30)
+    live = {r["id"]: r for r in benchsummary.load_rows(out)[9] if r["method"] == "no-reuse+solver"}
+    assert benchsummary.derive_no_reuse_solver(out, _oracle(9)) == 30
+    derived = {r["id"]: r for r in benchsummary.load_rows(out)[9] if r["method"] == "no-reuse+solver"}
+    assert {i: r["answer"] for i, r in derived.items()} == {i: r["answer"] for i, r in live.items()}
+    assert all(r["detail"]["derived_from"] == "no-reuse" for r in derived.values())
+    summary = benchsummary.summarize(benchsummary.load_rows(out))
+    assert summary["methods"]["no-reuse+solver"]["derived"] == 30
+    assert "were derived from no-reuse's answers" in benchsummary.render(summary)

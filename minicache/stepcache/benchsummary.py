@@ -12,6 +12,13 @@ writes ``DIR/stepcache-summary.md`` and ``DIR/stepcache-summary.json``:
 * StepCache's latency per path (reuse, patch, skip), per seed.
 
 Everything is recomputed from the rows' answers and latencies; nothing is read from report.md.
+
+``python -m minicache.stepcache.benchsummary --derive-solver DIR`` writes the ``no-reuse+solver``
+rows from the ``no-reuse`` rows instead of generating again (``derived-no-reuse+solver.jsonl`` per
+seed): both send the same prompt to the same target with greedy decoding, so the full answer is the
+same text, and only the checks and fallbacks are run and timed here. A row's latency is the
+no-reuse row's plus that measured fallback time. Used when the machine is too slow to generate
+every answer twice; the summary says which rows were derived.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ def _lat(rows: list[dict[str, Any]]) -> dict[str, float]:
 def load_rows(out: Path) -> dict[int, list[dict[str, Any]]]:
     """Rows per seed (the last row per method and request wins, as in a resumed run)."""
     files = sorted(out.glob("seed*/requests.jsonl")) or [out / "requests.jsonl"]
+    files += sorted(out.glob("seed*/derived-*.jsonl")) + sorted(out.glob("derived-*.jsonl"))
     per_seed: dict[int, dict[tuple[str, str], dict[str, Any]]] = {}
     for path in files:
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -56,6 +64,57 @@ def load_rows(out: Path) -> dict[int, list[dict[str, Any]]]:
             seed = int(str(row["id"]).split("-")[0][1:])
             per_seed.setdefault(seed, {})[(row["method"], str(row["id"]))] = row
     return {seed: list(rows.values()) for seed, rows in sorted(per_seed.items())}
+
+
+def derive_no_reuse_solver(out: Path, target: Any) -> int:
+    """Write ``no-reuse+solver`` rows next to each seed's ``no-reuse`` rows; returns how many."""
+    import tempfile
+    import time
+
+    from ..store import open_store
+    from .cache import StepCache
+
+    written = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        steps = StepCache(target, open_store(str(Path(tmp) / "unused.db")), embedder=None)  # type: ignore[arg-type]
+        for seed, rows in load_rows(out).items():
+            requests = {r.id: r for r in micro.generate(seed)}
+            base = [r for r in rows if r["method"] == "no-reuse"]
+            folder = out / f"seed{seed}" if (out / f"seed{seed}").is_dir() else out
+            lines = []
+            for row in base:
+                req = requests[row["id"]]
+                began = time.perf_counter()
+                result = steps.check_or_fallback(req.text, row["answer"] or "")
+                fallback_s = time.perf_counter() - began
+                ok, _ = independent_check.check(req.task, result.output, req.text, row["gold"])
+                lines.append(json.dumps({
+                    "method": "no-reuse+solver", "id": row["id"], "group": row.get("group"), "route": "miss",
+                    "started_at": row.get("started_at"), "answer": result.output, "gold": row["gold"], "correct": ok,
+                    "latency_s": row["latency_s"] + fallback_s,
+                    "tokens": {"target": row["tokens"]["target"] + result.tokens, "small": 0},
+                    "detail": {"route": "full", "derived_from": "no-reuse", "generation_s": row["latency_s"],
+                               "fallback_s": fallback_s, "verified": result.verified,
+                               "solver_fallback": result.solver_fallback, "reason": result.reason}}))
+            (folder / "derived-no-reuse+solver.jsonl").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+            written += len(lines)
+    return written
+
+
+class _LazyTarget:
+    """The embedded target, loaded on the first call (only a JSON repair needs a model)."""
+
+    name = "embedded-target"
+
+    def __init__(self) -> None:
+        self._backend: Any = None
+
+    def complete(self, messages: Any, options: Any = None) -> Any:
+        if self._backend is None:
+            from ..models.llamacpp import LlamaCppBackend
+
+            self._backend = LlamaCppBackend.embedded("target")
+        return self._backend.complete(messages, options)
 
 
 def summarize(per_seed: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -80,6 +139,7 @@ def summarize(per_seed: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
             "correct_verifier": sum(r["verifier"] for r in rows), "latency_s": _lat(rows),
             "target_tokens": sum(r["tokens"]["target"] for r in rows),
             "solver_fallbacks": sum(bool((r.get("detail") or {}).get("solver_fallback")) for r in rows),
+            "derived": sum(bool((r.get("detail") or {}).get("derived_from")) for r in rows),
             "per_seed": {str(s): _lat([r for r in rows if r["seed"] == s]) for s in per_seed},
             "measured_from": min((r.get("started_at") or 0) for r in rows),
             "measured_to": max((r.get("started_at") or 0) + r["latency_s"] for r in rows)}
@@ -116,6 +176,11 @@ def render(summary: dict[str, Any]) -> str:
                      f"{lat['mean']:.2f}s | {lat['p50']:.2f}s | {lat['p95']:.2f}s | {ratios} | {m['solver_fallbacks']} | "
                      f"{m['target_tokens']:,} | {stamp(m['measured_from'])}–{stamp(m['measured_to'])} |")
     for name, m in methods.items():
+        if m.get("derived"):
+            lines += ["", f"{name}: {m['derived']} of its {m['n']} rows were derived from no-reuse's answers (same "
+                      "prompt, greedy decoding): only the checks and fallbacks were run for them, and their latency "
+                      "is no-reuse's plus the measured fallback time."]
+    for name, m in methods.items():
         if "paths" not in m:
             continue
         lines += ["", f"## {name}: latency per path", "",
@@ -139,10 +204,14 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    derive = argv[:1] == ["--derive-solver"]
+    argv = argv[1:] if derive else argv
     if len(argv) != 1:
-        print("usage: python -m minicache.stepcache.benchsummary DIR", file=sys.stderr)
+        print("usage: python -m minicache.stepcache.benchsummary [--derive-solver] DIR", file=sys.stderr)
         return 2
     out = Path(argv[0])
+    if derive:
+        print(f"derived {derive_no_reuse_solver(out, _LazyTarget())} no-reuse+solver rows", file=sys.stderr)
     summary = summarize(load_rows(out))
     (out / "stepcache-summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     text = render(summary)

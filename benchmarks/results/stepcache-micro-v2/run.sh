@@ -12,7 +12,7 @@ mkdir -p "$out"
 for seed in "$@"; do
   for limit in $(seq "$chunk" "$chunk" 221) 222; do
     echo "seed $seed limit $limit before: $(date -u +%FT%TZ) $(uptime)" >> "$out/load.log"
-    .venv/bin/minicache bench --dataset stepcache-micro --methods no-reuse,no-reuse+solver,stepcache \
+    .venv/bin/minicache bench --dataset stepcache-micro --methods "${METHODS:-no-reuse,no-reuse+solver,stepcache}" \
       --seed "$seed" --limit "$limit" --out "$out/seed$seed" 2>>"$out/bench.stderr"
     echo "seed $seed limit $limit after:  $(date -u +%FT%TZ) $(uptime)" >> "$out/load.log"
   done
