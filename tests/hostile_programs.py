@@ -306,6 +306,8 @@ os_add("process", "subprocess", "import subprocess\ndef solve():\n    return sub
 os_add("process", "posix_spawn", "import os\ndef solve():\n    return os.posix_spawn('/usr/bin/touch', ['touch', 'MARKER_PATH'], {})\n", EPERM)
 os_add("process", "raw execve through ctypes", "import ctypes\ndef solve():\n    return ctypes.CDLL(None).syscall(59, b'/usr/bin/touch', None, None)\n", ("ok", -1))
 os_add("process", "mmap executable memory", "import mmap\ndef solve():\n    return len(mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC))\n", EPERM)
+os_add("process", "x32 ABI system call", "import ctypes\ndef solve():\n    return ctypes.CDLL(None).syscall(0x40000000 | 39)\n",
+       ("crash", "SIGSYS"))
 os_add("network", "connect to listener", "import socket\ndef solve():\n    s = socket.socket()\n    s.connect(('127.0.0.1', LISTEN_PORT))\n    return 1\n", EPERM)
 os_add("network", "udp socket", "import socket\ndef solve():\n    return socket.socket(socket.AF_INET, socket.SOCK_DGRAM).fileno()\n", EPERM)
 os_add("network", "unix socket", "import socket\ndef solve():\n    return socket.socket(socket.AF_UNIX).fileno()\n", EPERM)

@@ -179,14 +179,18 @@ class SandboxPool:
         self.stats = {"runs": 0, "violations": 0, "errors": 0, "timeouts": 0, "crashes": 0, "replaced": 0}
         self._stats_lock = threading.Lock()
         self.workers: list[int] = []
-        for _ in range(size):
-            worker = self._start()
-            self._idle.put(worker)
+        try:
+            for _ in range(size):
+                self._idle.put(self._start())
+        except BaseException:
+            self.close()
+            raise
         self.netns = all(w.netns for w in list(self._idle.queue))
 
     def _start(self) -> _Worker:
         worker = _Worker(self.memory_bytes, self.cpu_s, self.os_layer, self.python_layer)
-        self.workers.append(worker.pid)
+        with self._stats_lock:
+            self.workers.append(worker.pid)
         return worker
 
     def _count(self, key: str) -> None:

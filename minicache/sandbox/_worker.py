@@ -183,10 +183,14 @@ def _take_job(reply_w):
     size = _HEADER.unpack(header)[0]
     raw = _read_exact(0, size) if size <= MAX_JOB_BYTES else None
     os.close(0)
-    job = _loads(raw) if raw is not None else None
+    try:
+        job = _loads(raw)
+        wall_s = float(job.get("wall_s", 2.0))
+    except Exception:  # noqa: BLE001 - the zygote must get its start mark whatever the job is
+        job, wall_s = None, 2.0
+    os.write(reply_w, _START.pack(b"S", wall_s))
     if not isinstance(job, dict):
         raise ValueError("malformed job")
-    os.write(reply_w, _START.pack(b"S", float(job.get("wall_s", 2.0))))
     return job
 
 
