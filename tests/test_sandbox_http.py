@@ -4,6 +4,7 @@ changes another tenant's answers, with both layers on and with the OS layer alon
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from typing import Any
@@ -13,11 +14,13 @@ from fastapi.testclient import TestClient
 
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder, request_of
 from hostile_programs import EXPLOIT_FRAME_WALK, EXPLOIT_POISON, EXPLOIT_REPLY_FORGERY, FRAME_WALK_TO_BUILTINS
-from minicache.engine import EngineConfig, MiniCache
+from minicache.engine import EngineConfig, InvalidRequest, MiniCache
+from minicache.lifting import lift
 from minicache.models import Message
-from minicache.sandbox import SandboxPool
+from minicache.sandbox import SandboxPool, SandboxViolation, check_program
 from minicache.server import ServerConfig, create_app
 from minicache.store import SQLiteStore
+from minicache.synthesis import ProgramShapeError, parse_signature
 
 KEY_A, KEY_B, KEY_ADMIN = "sk-attacker-0001", "sk-victim-00002", "sk-admin-000003"
 AUTH = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, admin_keys={KEY_ADMIN}, rate_per_s=0)
@@ -122,3 +125,28 @@ def test_injected_code_reads_no_file_and_leaves_other_tenants_answers_alone(rig,
     for values in SI_VALUES[:2]:  # and a new group's misses
         assert answer_of(ask(client, KEY_B, SIMPLE_INTEREST.ask(*values))) == pytest.approx(SIMPLE_INTEREST.answer(*values))
     assert [(e.id, e.program) for e in store.list_entries("b")] == before
+
+
+def test_every_path_that_stores_or_runs_a_program_refuses_a_frame_walk(rig, tmp_path):
+    """One gate, check_program: running (miss, build validation, hits), lifting and signature
+    reading (build), and every import path refuse the same program."""
+    mc, store, client = rig
+    for values in CR_VALUES[:3]:
+        answer_of(ask(client, KEY_B, CURRENT_RATIO.ask(*values)))
+    exported = client.get("/admin/export", params={"tenant": "b"}, headers=bearer(KEY_ADMIN)).json()
+    hostile = EXPLOIT_FRAME_WALK.replace("def solve():", "def solve(current_assets=45000, current_liabilities=30000):")
+    with pytest.raises(SandboxViolation):
+        check_program(hostile)
+    if mc.sandbox.python_layer:
+        with pytest.raises(SandboxViolation):
+            mc.sandbox.run(hostile)
+    with pytest.raises(ProgramShapeError):
+        parse_signature(hostile)
+    assert lift(EXPLOIT_FRAME_WALK, CURRENT_RATIO.ask(*CR_VALUES[0])) is None
+    with pytest.raises(InvalidRequest):
+        mc.import_entries([dict(exported[0], program=hostile)], tenant="a")
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps([dict(exported[0], program=hostile)]))
+    with pytest.raises(InvalidRequest):
+        mc.warm_start(path, tenant="a")
+    assert store.list_entries("a") == [] and store.list_groups("a") == []
