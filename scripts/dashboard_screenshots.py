@@ -54,10 +54,15 @@ def shoot(driver, url: str, path: Path, width: int = 1280) -> None:
     print(f"  {path} ({url})", file=sys.stderr)
 
 
-def stream(http: httpx.Client, groups: int, per_group: int) -> None:
+def stream(http: httpx.Client, groups: int, per_group: int, max_s: float) -> None:
+    """The requests one by one; none is started after ``max_s`` seconds (the pages show what was served)."""
     requests = formula_stream(groups, per_group)
     print(f"streaming {len(requests)} requests ({groups} formulas x {per_group})", file=sys.stderr)
+    start = time.monotonic()
     for i, req in enumerate(requests, 1):
+        if time.monotonic() - start > max_s:
+            print(f"  stopping after {i - 1} requests: --max-minutes reached", file=sys.stderr)
+            break
         began = time.perf_counter()
         r = http.post("/v1/solve", json={"question": req.question, "context": req.context},
                       headers={"Authorization": f"Bearer {TENANT_KEY}"})
@@ -72,6 +77,7 @@ def main() -> None:
     parser.add_argument("--per-group", type=int, default=4)
     parser.add_argument("--out", default="docs/dashboard")
     parser.add_argument("--store", help="SQLite path to keep (default: a temporary one)")
+    parser.add_argument("--max-minutes", type=float, default=120.0, help="start no request after this long")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -80,7 +86,7 @@ def main() -> None:
     config = ServerConfig(api_keys={TENANT_KEY: TENANT}, admin_keys={ADMIN_KEY}, rate_per_s=0)
     with MiniCache.local(store=store) as mc, BackgroundServer(create_app(mc, config)) as server, \
             httpx.Client(base_url=server.url, timeout=900) as http:
-        stream(http, args.groups, args.per_group)
+        stream(http, args.groups, args.per_group, args.max_minutes * 60)
         mc.wait_for_builds()
         time.sleep(6)  # one more tick of the dashboard's sampler
         entries = mc.store.list_entries(TENANT)

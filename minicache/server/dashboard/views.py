@@ -183,14 +183,14 @@ def highlighted(source: str) -> str:
 
 
 def entry_page(engine: Any, tenant: str, entry_id: str, recent: int = 10) -> dict[str, Any] | None:
-    """An entry of ``tenant`` (None if it has none by that id), its group, versions and latest requests."""
+    """An entry of ``tenant`` (None if it has none by that id), its group, the group's active entry
+    (when another one is) and its latest requests. Indexed look-ups only: no list of all entries."""
     entry = engine.store.get_entry(tenant, entry_id)
     if entry is None:
         return None
     group = engine.store.get_group(tenant, entry.group_id)
-    versions = [e for e in engine.store.list_entries(tenant) if e.group_id == entry.group_id]
+    active = engine.store.active_entry(tenant, entry.group_id)
     examples = engine.store.examples(tenant, entry.group_id)[-recent:][::-1]
-    checks = entry.validation.get("checks") or []
-    return {"entry": entry, "group": group, "program_html": highlighted(entry.program), "versions": versions[::-1],
-            "examples": examples, "checks": checks,
+    return {"entry": entry, "group": group, "program_html": highlighted(entry.program),
+            "active": active if active is not None and active.id != entry.id else None, "examples": examples,
             "status": group_status(group, entry, time.time(), building(engine, tenant)) if group else entry.status}
