@@ -9,12 +9,13 @@ import json
 import numpy as np
 import pytest
 
+from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 from test_choice import VOCAB, tokenize
 from minicache.align import align, check_exemplar, learn_exemplar, learn_exemplars, number_kind, positions
 from minicache.engine import EngineConfig, MiniCache
 from minicache.extraction import Extractor, find_candidates
-from minicache.hit import HitRefused, HitVerifier, demoted, learn_profile, wilson_upper
+from minicache.hit import HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile, wilson_upper
 from minicache.models.base import Completion
 from minicache.models.choice import Field, decode_object
 from minicache.store import Entry, SQLiteStore, Variable
@@ -78,7 +79,7 @@ REWORDED = "Current ratio please: assets {0:,} over liabilities {1:,}."
 
 
 def test_swapped_variables_are_refused_and_the_request_is_answered_by_the_target(make):
-    mc = make(use_rules=False)  # no rule or alignment: only the words around the numbers can tell
+    mc = make(use_rules=False)  # no rule; this wording does not align: only the words around the numbers can tell
     built = warm(mc, CURRENT_RATIO, CR_VALUES[:3], group="cr")
     entry = entry_of(mc, built)
     mc.small.swap = True
@@ -100,14 +101,15 @@ def test_a_value_outside_the_learned_range_is_refused(make):
     assert "far outside the examples' magnitude" in result.fallback_reason
 
 
-def test_a_zero_model_hit_from_a_single_validated_example(make):
-    mc = make(build_after=1, validate_n=1, validate_min=1)
-    first = warm(mc, SIMPLE_INTEREST, SI_VALUES[:1])
+def test_a_zero_model_hit_without_rules_and_without_the_small_model(make):
+    mc = make(use_rules=False, build_after=2, validate_n=1, validate_min=1)  # no rules: alignment alone
+    first = warm(mc, SIMPLE_INTEREST, SI_VALUES[:2])
     entry = entry_of(mc, first)
-    assert entry.rules == {}  # a rule needs two agreeing examples
-    assert len(entry.validation["profile"]["exemplars"]) == 1
+    assert entry.rules == {}
+    exemplars = entry.validation["profile"]["exemplars"]
+    assert exemplars and exemplars[0]["slots"]["rate_pct"]["kind"] == "pct"
     calls = len(mc.small.calls)
-    for values in SI_VALUES[1:4]:
+    for values in SI_VALUES[2:5]:
         hit = mc.solve(SIMPLE_INTEREST.ask(*values))
         assert hit.route == "hit" and hit.extraction == "align" and hit.tokens["small"] == 0
         assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values))
@@ -116,8 +118,8 @@ def test_a_zero_model_hit_from_a_single_validated_example(make):
 
 
 def test_an_extra_number_of_a_used_kind_is_not_aligned_and_goes_to_the_model(make):
-    mc = make(build_after=1, validate_n=1, validate_min=1)
-    warm(mc, CURRENT_RATIO, CR_VALUES[:1])
+    mc = make(use_rules=False, build_after=2)
+    warm(mc, CURRENT_RATIO, CR_VALUES[:2])
     calls = len(mc.small.calls)
     text = CURRENT_RATIO.ask(64000, 16000) + " Fixed assets are $5,000."
     result = mc.solve(text)
@@ -126,7 +128,8 @@ def test_an_extra_number_of_a_used_kind_is_not_aligned_and_goes_to_the_model(mak
 
 def test_audit_disagreement_demotes_an_entry_and_agreement_restores_it(make):
     target = LyingTarget()
-    mc = make(target=target, use_rules=False, audit_rate=1.0, audit_delta=0.25, audit_z=1.0)
+    mc = make(target=target, use_rules=False, verify=VerifyConfig(align=False), audit_rate=1.0, audit_delta=0.25,
+              audit_z=1.0)  # no rule, no alignment: every hit is model-chosen
     built = warm(mc, CURRENT_RATIO, CR_VALUES[:3])
     entry = entry_of(mc, built)
     target.lie = True  # the audit's miss answers with a sum: the audit disagrees with the hit
@@ -245,8 +248,6 @@ def test_a_small_decoder_margin_refuses_the_hit_and_a_large_one_serves_it():
 
 
 def test_a_model_that_reads_the_variables_order_instead_of_their_meaning_is_refused_on_reorder():
-    from minicache.hit import VerifyConfig
-
     text = CURRENT_RATIO.ask(64000, 16000)
     positional = FakeSmall()  # gives the request's numbers to the variables in the order they are listed
     checked = HitVerifier(Extractor(positional), VerifyConfig(reorder_check=True))
@@ -376,6 +377,35 @@ def test_the_choice_decoder_reports_the_log_probability_margin_of_each_choice():
     assert out.margins == {"a": pytest.approx(0.75)}
     forced = decode_object([Field("a", [5])], tokenize, model, pending=[3])
     assert forced.margins == {}  # one allowed value: nothing was chosen
+
+
+# -- the audit record in both stores ------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request, tmp_path):
+    if request.param == "sqlite":
+        store = SQLiteStore(tmp_path / "audit.db")
+    else:
+        pytest.importorskip("psycopg")
+        from minicache.store.postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("pg_dsn"))
+    yield store
+    store.close()
+
+
+def test_audits_are_counted_per_entry_in_both_stores(any_store):
+    entry = cr_entry()
+    any_store.put_entry(entry)
+    assert any_store.record_audit("default", entry.id, True) == (1, 0)
+    assert any_store.record_audit("default", entry.id, False) == (1, 1)
+    assert any_store.record_audit("default", entry.id, True) == (2, 1)
+    assert any_store.record_audit("other-tenant", entry.id, False) == (0, 0)  # tenants stay apart
+    assert any_store.record_audit("default", "ent_missing", True) == (0, 0)
+    stored = any_store.get_entry("default", entry.id)
+    assert (stored.audits_agreed, stored.audits_disagreed) == (2, 1)
+    assert (stored.to_json()["audits_agreed"], stored.to_json()["audits_disagreed"]) == (2, 1)
 
 
 # -- the benchmark's figures ----------------------------------------------------------------------
