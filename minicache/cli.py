@@ -1,9 +1,9 @@
-"""The ``minicache`` command line.
+"""The ``minicache`` command line: the group, the model and benchmark commands, and serve.
 
-Every command that touches a store opens it with :func:`minicache.store.open_store`, the opener
-the engine and the server use, so ``--store`` means the same thing everywhere (a SQLite file or a
-``postgresql://`` URL). Commands that only read open it with ``create=False``: a store that does not
-exist is an error, never a new empty one.
+The store commands (``stats``, ``entries ...``) live in :mod:`minicache.cli_store`, the engine
+commands (``solve``, ``run``) and :class:`Runtime` (where commands get models; tests pass fakes)
+in :mod:`minicache.cli_engine`. Every command that touches a store opens it with
+:func:`minicache.store.open_store`, as the engine and the server do.
 """
 
 from __future__ import annotations
@@ -11,44 +11,16 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
+from .cli_engine import Runtime, run, solve
+from .cli_store import entries, stats
 from .errors import MiniCacheError, ModelFileError
 from .models import fetch
 
-if TYPE_CHECKING:
-    from .engine import MiniCache
-    from .models.base import ModelBackend
-    from .routing import Embedder
-    from .store import Store
-
-
-def _configured_backends() -> tuple[ModelBackend, ModelBackend]:
-    from .config import build_backends
-
-    return build_backends()
-
-
-def _shared_embedder() -> Embedder:
-    from .embedding import shared_embedder
-
-    return shared_embedder()
-
-
-@dataclass
-class Runtime:
-    """Where the commands that run models get them: the configured (target, small) backends and
-    the routing embedder. Both are factories, called only by a command that needs them. Tests pass
-    a Runtime of fakes as ``CliRunner.invoke(main, ..., obj=Runtime(...))``."""
-
-    backends: Callable[[], tuple[ModelBackend, ModelBackend]] = _configured_backends
-    embedder: Callable[[], Embedder] = _shared_embedder
+__all__ = ["Runtime", "main"]
 
 
 class _Group(click.Group):
@@ -286,220 +258,6 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
     small.close()
 
 
-# ---------------------------------------------------------------------------------------------
-# The engine
-
-
-def _store_option(f):
-    return click.option("--store", envvar="MINICACHE_STORE", default="minicache.db", show_default=True,
-                        help="SQLite file or postgresql:// URL holding groups, examples and entries "
-                             "(env MINICACHE_STORE).")(f)
-
-
-def _tenant_option(f):
-    return click.option("--tenant", default="default", show_default=True, help="Tenant whose cache to use.")(f)
-
-
-@contextmanager
-def _open(spec: str, *, create: bool) -> Iterator[Store]:
-    """The store ``spec`` names, closed afterwards. ``create=False`` for commands that only read."""
-    from .store import open_store
-
-    store = open_store(spec, create=create)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _engine(runtime: Runtime, store: str, **config) -> MiniCache:
-    """The engine on ``store``, opened first: a wrong --store fails before the models load."""
-    from .engine import EngineConfig, MiniCache
-    from .store import open_store
-
-    opened = open_store(store)
-    try:
-        click.echo("loading models...", err=True)
-        target, small = runtime.backends()
-        return MiniCache(target, small, opened, embedder=runtime.embedder(), config=EngineConfig(**config))
-    except BaseException:
-        opened.close()
-        raise
-
-
-def _read_context(path: str | None) -> str | None:
-    if path is None:
-        return None
-    data = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise click.BadParameter(f"{path} is not UTF-8 text (byte {exc.start})", param_hint="--context") from None
-
-
-@main.command()
-@click.argument("question")
-@click.option("--context", "context_file", type=click.Path(allow_dash=True), help="File with context (a table, a document); - reads stdin.")
-@click.option("--group", help="Optional group label; without it the request is routed automatically.")
-@click.option("--no-cache", is_flag=True, help="Do not look the request up (still records it).")
-@click.option("--no-store", is_flag=True, help="Record nothing about this request.")
-@click.option("--mode", type=click.Choice(["auto", "program", "step"]), default="auto", show_default=True,
-              help="program: the program cache; step: StepCache (a linear equation to solve in steps, or a JSON "
-                   "object with typed keys); auto: StepCache for such requests, programs for the rest.")
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
-@_store_option
-@_tenant_option
-@click.pass_obj
-def solve(runtime: Runtime, question: str, context_file: str | None, group: str | None, no_cache: bool,
-          no_store: bool, mode: str, as_json: bool, store: str, tenant: str) -> None:
-    """Answer one QUESTION through the cache (hit, or step reuse) or the target model (miss)."""
-    context = _read_context(context_file)
-    with _engine(runtime, store, background_builds=False) as mc:
-        r = mc.solve(question, context, group=group, tenant=tenant, no_cache=no_cache, no_store=no_store, mode=mode)
-    if as_json:
-        click.echo(json.dumps(r.to_dict(), indent=2, default=str))
-        return
-    click.echo(r.answer_text)
-    timing = ", ".join(f"{k[:-2]} {v:.2f}s" for k, v in r.timings.items())
-    if r.solver_fallback:
-        click.echo("(written by the deterministic solver: the model's steps failed their checks)", err=True)
-    click.echo(f"[{r.route}] group {r.group}" + (f", entry {r.entry_id}" if r.entry_id else "") +
-               f"; {timing}; tokens target {r.tokens['target']}, small {r.tokens['small']}", err=True)
-
-
-@main.command()
-@click.option("--groups", default=5, show_default=True, help="How many Formula groups (formulas) to stream.")
-@click.option("--per-group", default=6, show_default=True, help="Requests per group.")
-@click.option("--seed", default=0, show_default=True, help="Shuffle seed of the stream.")
-@click.option("--store", default=None, help="SQLite file or postgresql:// URL (default: a fresh temporary SQLite "
-                                            "file, so the run starts cold).")
-@click.option("--json", "as_json", type=click.Path(), help="Also write the summary and per-request rows to this JSON file.")
-@click.pass_obj
-def run(runtime: Runtime, groups: int, per_group: int, seed: int, store: str | None, as_json: str | None) -> None:
-    """The main job: a shuffled stream of FinLoRA Formula requests through MiniCache on the configured models.
-
-    Shows each request's route (miss / hit / fallback), latency and correctness against gold, and each
-    build as it happens; ends with hit rate, accuracy and mean latency of hits and misses. Gold
-    answers are FinLoRA's as published (a few NPV/PV golds are wrong; see docs/data.md).
-    """
-    import tempfile
-
-    from .mainjob import format_summary, formula_stream, run_stream
-
-    with tempfile.TemporaryDirectory() as tmp:
-        with _engine(runtime, store or f"{tmp}/minicache.db") as mc:
-            stream = formula_stream(groups, per_group, seed=seed)
-            click.echo(f"streaming {len(stream)} requests from {groups} formulas (cold cache)...", err=True)
-            summary = run_stream(mc, stream)
-    click.echo(format_summary(summary))
-    if as_json:
-        with open(as_json, "w") as fh:
-            json.dump(summary, fh, indent=2, default=str)
-
-
-@main.command()
-@_store_option
-@_tenant_option
-def stats(store: str, tenant: str) -> None:
-    """Counters of the cache: requests, hits, misses, builds, entries, tokens."""
-    with _open(store, create=False) as s:
-        counters = s.counters(tenant)
-        entries = s.list_entries(tenant)
-        groups = s.list_groups(tenant)
-    counters = {"requests": 0, "hits": 0, "misses": 0, "fallbacks": 0, "errors": 0, **counters}
-    requests = counters["requests"]
-    data = dict(counters, groups=len(groups), entries_active=sum(e.status == "active" for e in entries),
-                entries_total=len(entries), hit_rate=(counters.get("hits", 0) / requests) if requests else 0.0)
-    click.echo(json.dumps(data, indent=2, sort_keys=True))
-
-
-@main.group()
-def entries() -> None:
-    """List, show, delete, export and import cache entries."""
-
-
-@entries.command("list")
-@click.option("--all", "show_all", is_flag=True, help="Include superseded and evicted entries.")
-@_store_option
-@_tenant_option
-def entries_list(show_all: bool, store: str, tenant: str) -> None:
-    """One line per entry: id, status, group, hits/failures, variables."""
-    with _open(store, create=False) as s:
-        found = s.list_entries(tenant, None if show_all else "active")
-    for e in found:
-        names = ", ".join(v.name for v in e.template)
-        click.echo(f"{e.id}  {e.status:<10} v{e.version}  {e.group_id}  hits {e.hits} failures {e.failures}  ({names})")
-
-
-@entries.command("show")
-@click.argument("entry_id")
-@_store_option
-@_tenant_option
-def entries_show(entry_id: str, store: str, tenant: str) -> None:
-    """The whole entry as JSON: template, program, validation record, rules, counters."""
-    with _open(store, create=False) as s:
-        e = s.get_entry(tenant, entry_id)
-    if e is None:
-        raise click.ClickException(f"no entry {entry_id} for tenant {tenant}")
-    click.echo(json.dumps(e.to_json(), indent=2))
-
-
-@entries.command("delete")
-@click.argument("entry_id")
-@_store_option
-@_tenant_option
-def entries_delete(entry_id: str, store: str, tenant: str) -> None:
-    """Delete one entry (its group falls back to the miss path and may be rebuilt)."""
-    with _open(store, create=False) as s:
-        deleted = s.delete_entry(tenant, entry_id)
-    if not deleted:
-        raise click.ClickException(f"no entry {entry_id} for tenant {tenant}")
-    click.echo(f"deleted {entry_id}")
-
-
-@entries.command("export")
-@click.argument("path", type=click.Path(dir_okay=False, writable=True))
-@click.option("--examples", default=3, show_default=True, type=click.IntRange(0, 100),
-              help="Requests of each entry's group to include (an importing cache routes by them).")
-@_store_option
-@_tenant_option
-def entries_export(path: str, examples: int, store: str, tenant: str) -> None:
-    """Write the active entries to PATH as JSON (for `entries import` or a warm start elsewhere)."""
-    from .portability import export_entries
-
-    with _open(store, create=False) as s:
-        data = export_entries(s, tenant, examples)
-    try:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, allow_nan=False)
-    except OSError as exc:
-        raise click.FileError(path, hint=exc.strerror or str(exc)) from None
-    click.echo(f"exported {len(data)} entries to {path}")
-
-
-@entries.command("import")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@_store_option
-@_tenant_option
-@click.pass_obj
-def entries_import(runtime: Runtime, path: str, store: str, tenant: str) -> None:
-    """Import the entries of PATH (an export) into the store.
-
-    \b
-    The whole file is validated first, then written in one transaction: if any entry is invalid,
-    nothing is written (not even a new store file). Each entry becomes its group's active entry
-    under a fresh id (the exported id is kept as validation.imported_from), so importing a group
-    that already has an active entry adds a version that supersedes it. Example requests in the
-    file are embedded for routing, which needs the embedder (`minicache models`).
-    """
-    from .portability import import_entries, load_export
-
-    validated = load_export(path)
-    with _open(store, create=True) as s:
-        n = import_entries(s, validated, tenant, runtime.embedder)
-    click.echo(f"imported {n} entries into tenant {tenant}")
-
-
 @main.command()
 @click.option("--dataset", required=True,
               help="formula | tatqa | webshop | stepcache-micro | PATH.jsonl (lines: {id, question, context?, answer, "
@@ -595,6 +353,10 @@ def serve(host: str, port: int, store: str, config_file: str | None, log_level: 
                    insecure_no_auth=insecure_no_auth)
     except MiniCacheError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+for _command in (solve, run, stats, entries):
+    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -722,12 +722,12 @@ class MiniCache:
         (:class:`~minicache.portability.EntryExport`; :class:`InvalidRequest` names the first
         problem), then written in one transaction. Returns how many entries were imported."""
         return portability.import_entries(self.store, portability.parse_export(data), tenant,
-                                          lambda: self.router.embedder)
+                                          lambda: self.router.embedder, self.router.recorded)
 
     def warm_start(self, path: str | Path, tenant: str = "default") -> int:
         """Import an export file, as :meth:`import_entries` (unreadable files are InvalidRequest too)."""
         return portability.import_entries(self.store, portability.load_export(path), tenant,
-                                          lambda: self.router.embedder)
+                                          lambda: self.router.embedder, self.router.recorded)
 
     def close(self) -> None:
         self._builds.shutdown(wait=True)

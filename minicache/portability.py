@@ -260,13 +260,16 @@ def export_entries(store: Store, tenant: str = "default", examples: int = 3) -> 
 
 
 def import_entries(store: Store, entries: list[ExportedEntry], tenant: str,
-                   embedder: Callable[[], Embedder] | None) -> int:
+                   embedder: Callable[[], Embedder] | None,
+                   recorded: Callable[[str, str, np.ndarray], None] | None = None) -> int:
     """Write validated ``entries`` into ``tenant`` in one transaction; returns how many.
 
     Each becomes its group's active entry under a fresh id. Examples are embedded for routing by
     the embedder ``embedder()`` returns (called only if some entry carries examples: loading one
     costs time); with None they are stored unembedded and serve only requests labelled with their
-    group. Embedding happens before the transaction, so no lock is held while a model runs."""
+    group. Embedding happens before the transaction, so no lock is held while a model runs. After
+    the commit, ``recorded(tenant, group_id, vector)`` is told of every embedded example (an
+    engine's in-memory routing index, so that they route at once, not at its next refresh)."""
     if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > MAX_NAME or text_problem(tenant):
         raise InvalidRequest(f"tenant must be a non-empty string of at most {MAX_NAME} characters, "
                              "without NUL characters or lone surrogates")
@@ -288,4 +291,8 @@ def import_entries(store: Store, entries: list[ExportedEntry], tenant: str,
                                     context=x.context, program=item.program, answer=x.answer,
                                     variables=dict(x.variables), embedding=vector))
     store.import_entries(rows, examples)
+    if recorded is not None:
+        for example in examples:
+            if example.embedding is not None:
+                recorded(tenant, example.group_id, example.embedding)
     return len(rows)

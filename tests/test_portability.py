@@ -317,3 +317,23 @@ def test_variables_of_the_export_model_match_the_store_dataclass():
     from dataclasses import fields
 
     assert {f.name for f in fields(Variable)} == set(portability.ExportedVariable.model_fields)
+
+
+def test_an_engine_routes_to_imported_examples_at_once(tmp_path, sandbox):
+    """The tenant's in-memory routing index was loaded before the import: the imported examples
+    reach it at once, not at its next refresh from the store (an hour away here)."""
+    from fakes import FakeSmall, FakeTarget
+    from minicache.engine import EngineConfig, MiniCache
+
+    target = FakeTarget()
+    mc = MiniCache(target, FakeSmall(), store=str(tmp_path / "mc.db"), embedder=HashEmbedder(), sandbox=sandbox,
+                   config=EngineConfig(background_builds=False, route_refresh_s=3600.0))
+    try:
+        assert mc.solve(SIMPLE_INTEREST.ask(*(8000, 4, 2)), tenant="b").route == "miss"  # loads b's index
+        assert mc.import_entries(two_entries()[:1], tenant="b") == 1
+        result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]), tenant="b")
+        assert result.route == "hit" and result.group == "label:cr"
+        assert result.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[3]))
+        assert target.miss_calls == 1
+    finally:
+        mc.close()
