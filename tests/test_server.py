@@ -828,7 +828,8 @@ def test_lone_surrogates_are_400_and_count_nothing(rig, where):
         "content": f'{{"messages": [{{"role": "user", "content": "{ok} \\ud800"}}]}}',
         "model": f'{{"model": "m\\udfff", "messages": [{{"role": "user", "content": "{ok}"}}]}}',
         "group": f'{{"messages": [{{"role": "user", "content": "{ok}"}}], "minicache": {{"group": "g\\ud800"}}}}',
-        "context": f'{{"messages": [{{"role": "system", "content": "\\ud800"}}, {{"role": "user", "content": "{ok}"}}]}}',
+        "context": f'{{"messages": [{{"role": "system", "content": "\\ud800"}}, '
+                   f'{{"role": "user", "content": "{ok}"}}]}}',
         "key": f'{{"messages": [{{"role": "user", "content": "{ok}"}}], "metadata": {{"\\ud800": "x"}}}}',
     }
     before = state_of(rig.store)

@@ -62,7 +62,8 @@ def body_properties(schema: dict, op: dict) -> list[str]:
 
 
 def snapshot(store: SQLiteStore, extra: tuple[str, ...] = ()) -> dict:
-    return {t: (store.counters(t), sorted((e.id, e.status, e.hits, e.failures, e.version) for e in store.list_entries(t)),
+    return {t: (store.counters(t),
+                sorted((e.id, e.status, e.hits, e.failures, e.version) for e in store.list_entries(t)),
                 sorted((g.id, g.status, g.n_examples, g.build_failures) for g in store.list_groups(t)))
             for t in (*TENANTS, *extra)}
 

@@ -70,11 +70,11 @@ class CacheControls(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    group: Label | None = Field(None, description="Route to this named group instead of by similarity.")
-    mode: Mode | None = Field(None, description="auto (default) | program | step (StepCache).")
-    no_cache: Flag | None = Field(None, description="Skip the cache lookup.")
-    no_store: Flag | None = Field(None, description="Record nothing for this request.")
-    force_refresh: Flag | None = Field(None, description="Recompute with the target and record the result.")
+    group: Label | None = Field(default=None, description="Route to this named group instead of by similarity.")
+    mode: Mode | None = Field(default=None, description="auto (default) | program | step (StepCache).")
+    no_cache: Flag | None = Field(default=None, description="Skip the cache lookup.")
+    no_store: Flag | None = Field(default=None, description="Record nothing for this request.")
+    force_refresh: Flag | None = Field(default=None, description="Recompute with the target and record the result.")
 
     def merged(self, *lower: CacheControls) -> CacheControls:
         """These controls, with unset fields taken from ``lower`` (highest precedence first)."""
@@ -130,7 +130,7 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: list[Part] | str | None = None
-    name: str | None = Field(None, max_length=256)
+    name: str | None = Field(default=None, max_length=256)
 
     def text(self) -> str:
         if self.content is None:
@@ -162,20 +162,20 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     messages: list[ChatMessage] = Field(min_length=1)
-    model: str | None = Field(None, max_length=256)
+    model: str | None = Field(default=None, max_length=256)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: Annotated[StrictInt | None, AfterValidator(_only_one_choice)] = None
-    temperature: StrictFloat | StrictInt | None = Field(None, ge=0, le=2)
-    top_p: StrictFloat | StrictInt | None = Field(None, ge=0, le=1)
-    max_tokens: StrictInt | None = Field(None, ge=1)
-    max_completion_tokens: StrictInt | None = Field(None, ge=1)
-    presence_penalty: StrictFloat | StrictInt | None = Field(None, ge=-2, le=2)
-    frequency_penalty: StrictFloat | StrictInt | None = Field(None, ge=-2, le=2)
+    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=1)
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
+    presence_penalty: StrictFloat | StrictInt | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | StrictInt | None = Field(default=None, ge=-2, le=2)
     seed: StrictInt | None = None
     stop: str | list[str] | None = None
-    user: str | None = Field(None, max_length=256)
-    metadata: dict[str, MetadataValue] | None = Field(None, max_length=64)
+    user: str | None = Field(default=None, max_length=256)
+    metadata: dict[str, MetadataValue] | None = Field(default=None, max_length=64)
     minicache: CacheControls | None = None
 
     @model_validator(mode="after")
@@ -204,14 +204,14 @@ class SolveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     question: Any = Field(description="The request text (the engine checks it: non-empty, bounded, no NUL).")
-    context: Any = Field(None, description="A table or document the question is about (text or JSON).")
+    context: Any = Field(default=None, description="A table or document the question is about (text or JSON).")
     group: Label | None = None
     mode: Mode | None = None
     no_cache: Flag | None = None
     no_store: Flag | None = None
     force_refresh: Flag | None = None
     minicache: CacheControls | None = None
-    metadata: dict[str, MetadataValue] | None = Field(None, max_length=64)
+    metadata: dict[str, MetadataValue] | None = Field(default=None, max_length=64)
 
     def controls(self, headers: Any) -> CacheControls:
         top = CacheControls(**{name: getattr(self, name) for name in CacheControls.model_fields})
