@@ -4,7 +4,8 @@ many programs an earlier commit's policy accepted that today's refuses.
     .venv/bin/python scripts/sandbox_overhead.py --before 810343c            # overhead, before/after
     .venv/bin/python scripts/sandbox_overhead.py --before 810343c --policy   # plus the policy comparison
 
-"Sandbox time" is ``SandboxResult.seconds``, what the engine records as ``sandbox_s`` on a hit. Calls
+"Sandbox time" is ``SandboxResult.seconds``, what the engine records as ``sandbox_s`` on a hit;
+"worker CPU" is the CPU the pool's worker processes and their children used per call. Calls
 are made one after another with ``--gap-ms`` between them (a hit's extraction by the small model
 takes far longer than that, so a worker is idle between hits) and also back to back (gap 0).
 The earlier commit's ``minicache/sandbox`` is loaded from git into a temporary package, so both run
@@ -53,10 +54,23 @@ def load_sandbox(rev: str | None) -> Any:
     return importlib.import_module(f"{name}.sandbox")
 
 
+def worker_cpu_s(pool: Any) -> float:
+    """CPU time of the pool's worker processes and of the children they reaped (Linux /proc)."""
+    import os
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for worker in list(pool._idle.queue):
+        fields = Path(f"/proc/{worker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return total
+
+
 def measure(sandbox: Any, n: int, gap_s: float) -> dict[str, float]:
     with sandbox.SandboxPool(size=2) as pool:
         for i in range(10):  # warm up both workers
             pool.run(PROGRAM, {"principal": 1000 + i})
+        time.sleep(0.2)
+        cpu_before = worker_cpu_s(pool)
         seconds, walls = [], []
         for i in range(n):
             if gap_s:
@@ -66,9 +80,11 @@ def measure(sandbox: Any, n: int, gap_s: float) -> dict[str, float]:
             walls.append(time.perf_counter() - began)
             seconds.append(result.seconds)
             assert result.value == round((1000.0 + i) * 1.05 ** 2, 2)
+        time.sleep(0.2)
+        cpu_ms = (worker_cpu_s(pool) - cpu_before) / n * 1e3
     q = statistics.quantiles(seconds, n=100)
     return {"p50_ms": statistics.median(seconds) * 1e3, "p99_ms": q[98] * 1e3,
-            "wall_p50_ms": statistics.median(walls) * 1e3}
+            "wall_p50_ms": statistics.median(walls) * 1e3, "cpu_ms": cpu_ms}
 
 
 def repo_programs() -> list[str]:
@@ -118,7 +134,8 @@ def main() -> None:
         for gap in (args.gap_ms / 1000, 0.0):
             m = measure(sandbox, args.n, gap)
             print(f"{label:>14}  gap {gap * 1000:4.0f} ms  n={args.n}  sandbox_s p50 {m['p50_ms']:.2f} ms  "
-                  f"p99 {m['p99_ms']:.2f} ms  (caller wall p50 {m['wall_p50_ms']:.2f} ms)")
+                  f"p99 {m['p99_ms']:.2f} ms  (caller wall p50 {m['wall_p50_ms']:.2f} ms; "
+                  f"worker CPU {m['cpu_ms']:.2f} ms per call)")
     if args.policy and args.before:
         print(json.dumps(compare_policies(versions[f"at {args.before}"].policy, versions["now"].policy), indent=1))
 

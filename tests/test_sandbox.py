@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -103,18 +104,31 @@ def test_printed_output_comes_back_bounded(pool):
     assert result.stdout.startswith("a 1\nbbb") and len(result.stdout) == 8192
 
 
-def test_a_timeout_kills_only_the_child_and_the_pool_keeps_serving(pool):
-    workers = list(pool.workers)
-    with pytest.raises(SandboxError) as exc:
-        pool.run(wrap("while True:\n    pass"), timeout_s=1.0)
-    assert exc.value.kind == "timeout"
-    for _ in range(4):
-        assert pool.run(wrap("return 6 * 7")).value == 42
-    assert pool.workers == workers  # the zygotes survive; only the job's child was killed
+def test_the_cpu_limit_kills_only_the_child_and_its_zygote_carries_on():
+    with SandboxPool(size=1, timeout_s=30.0, cpu_s=1.0, memory_mb=256) as p:
+        workers = list(p.workers)
+        with pytest.raises(SandboxError, match="CPU time limit") as exc:
+            p.run(wrap("while True:\n    pass"))
+        assert exc.value.kind == "timeout"
+        assert p.run(wrap("return 6 * 7")).value == 42
+        assert p.workers == workers and p.stats["timeouts"] == 1 and p.stats["replaced"] == 0
+
+
+def test_the_wall_clock_takes_the_zygote_and_the_pool_keeps_serving():
+    with SandboxPool(size=1, timeout_s=0.5, cpu_s=30.0, memory_mb=256) as p:
+        workers = list(p.workers)
+        began = time.monotonic()
+        with pytest.raises(SandboxError, match="0.5s time limit") as exc:
+            p.run(wrap("while True:\n    pass"))
+        assert exc.value.kind == "timeout" and time.monotonic() - began < 5
+        for _ in range(3):
+            assert p.run(wrap("return 6 * 7")).value == 42
+        assert p.workers != workers and len(p.workers) == 1
+        assert p.stats["timeouts"] == 1 and p.stats["replaced"] == 1
 
 
 def test_failures_are_counted_by_kind():
-    with SandboxPool(size=1, timeout_s=1.0, cpu_s=1.0, memory_mb=256) as p:
+    with SandboxPool(size=1, timeout_s=30.0, cpu_s=1.0, memory_mb=256) as p:
         with pytest.raises(SandboxViolation):
             p.run(wrap("return open('/etc/passwd')"))
         with pytest.raises(SandboxError):

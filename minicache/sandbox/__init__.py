@@ -5,7 +5,9 @@ fails (see docs/sandbox.md): the static policy (:mod:`.policy`), a restricted in
 OS layer (seccomp allow-list, limits) in a child forked per job from a clean zygote (:mod:`._worker`)
 so that nothing a program does survives it. :class:`SandboxPool` keeps ``size`` zygotes started
 ahead of time, each with a child already forked and waiting, so a cache hit never pays a process
-start; a zygote that misbehaves is killed and replaced in the background.
+start. The pool enforces the wall clock: a job past it takes its zygote with it (killed with its
+process group and replaced in the background); a job past its CPU limit is killed by the kernel
+and its zygote carries on.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxUnavailable",
 
 _WORKER = Path(__file__).with_name("_worker.py")
 OS_LAYER_ENV = "MINICACHE_SANDBOX_OS_LAYER"
+_WALL_GRACE_S = 0.25  # past a job's wall-clock limit, for the child to be ready and the reply to travel
 _log = logging.getLogger(__name__)
 
 
@@ -121,6 +124,8 @@ class _Worker:
         return reply
 
     def request(self, job: dict[str, Any], wall_s: float) -> dict[str, Any]:
+        """Send one job; its reply. Raises SandboxError ("timeout" past ``wall_s``, "crash" if the
+        zygote died or sent garbage); the caller then kills this worker and starts another."""
         data = json.dumps(job).encode()
         assert self.proc.stdin is not None
         try:
@@ -128,13 +133,15 @@ class _Worker:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise SandboxError(f"sandbox worker died: {exc}", kind="crash") from exc
-        # The zygote enforces wall_s itself; this only catches a zygote that stopped answering.
+        deadline = time.monotonic() + wall_s + _WALL_GRACE_S
         try:
-            reply = self._reply(time.monotonic() + wall_s + 10)
+            reply = self._reply(deadline)
         except (ValueError, OSError) as exc:
             raise SandboxError(f"sandbox worker sent garbage: {exc}", kind="crash") from exc
         if reply is None:
-            raise SandboxError(f"sandbox worker died or stopped answering (exit {self.proc.poll()})", kind="crash")
+            if self.alive() and time.monotonic() >= deadline:
+                raise SandboxError(f"program exceeded the {wall_s:g}s time limit", kind="timeout")
+            raise SandboxError(f"sandbox worker died (exit {self.proc.poll()})", kind="crash")
         return reply
 
     def alive(self) -> bool:
@@ -236,8 +243,8 @@ class SandboxPool:
         began = time.perf_counter()
         try:
             reply = worker.request(job, wall)
-        except SandboxError:
-            self._count("crashes")
+        except SandboxError as exc:  # the wall clock ran out, or the zygote failed: start another
+            self._count("timeouts" if exc.kind == "timeout" else "crashes")
             self._replace(worker)
             raise
         self._idle.put(worker)

@@ -16,9 +16,9 @@ The child, before it runs anything: reads its job, points fds 0-2 at /dev/null a
 other fd but a fresh reply pipe (the zygote's channel to the pool is out of reach), lowers its
 limits (address space, CPU, file size, core dumps), asks to die with its parent, and installs the
 seccomp allow-list (see ``_seccomp``). It then writes exactly one length-prefixed reply and exits.
-The zygote enforces the wall clock, reads at most one reply's worth of bytes, rejects anything
-after the frame, and reports how the child ended. Zygote -> pool: one JSON status line (written by
-the zygote, never by a program), then the reply's bytes.
+The zygote reads at most one reply's worth of bytes, rejects a malformed frame, and reports how
+the child ended (CPU limit, crash); the wall clock is the pool's (see ``Zygote``). Zygote -> pool:
+one JSON status line (written by the zygote, never by a program), then the reply's bytes.
 """
 
 import builtins
@@ -44,7 +44,7 @@ MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; one
 MAX_JOB_BYTES = 8 * 2**20
 _dumps, _loads = json.dumps, json.loads  # the child's own references: a program rebinding json.dumps cannot reach them
 _HEADER = struct.Struct("!I")
-_START = struct.Struct("!cd")  # b"S", the job's wall-clock limit: written by trusted child code
+_NO_JOB = 17  # a child's exit status when the pool closed its end: the zygote then exits too
 
 SAFE_BUILTINS = {
     name: getattr(builtins, name)
@@ -145,6 +145,21 @@ def _run(job, python_layer):
         return {"ok": False, "kind": "error", "error": message}
 
 
+def _failure(kind, message):
+    return {"ok": False, "kind": kind, "error": message}
+
+
+def _drain(fd, view):
+    """Read what a dead child left in its pipe (the write end is closed: this ends at EOF)."""
+    got = 0
+    while got < len(view):
+        n = os.readv(fd, [view[got:]])
+        if n == 0:
+            break
+        got += n
+    return got
+
+
 def _read_exact(fd, n):
     chunks, got = [], 0
     while got < n:
@@ -175,20 +190,15 @@ def _seal(reply_w, devnull, memory, cpu_s, installer):
         installer.install()
 
 
-def _take_job(reply_w):
+def _take_job():
     """Read this child's one job from fd 0, then close fd 0 so the program cannot read the next."""
     header = _read_exact(0, _HEADER.size)
     if header is None:
-        os._exit(0)  # the pool closed: no job will come
+        os._exit(_NO_JOB)  # the pool closed: no job will come
     size = _HEADER.unpack(header)[0]
     raw = _read_exact(0, size) if size <= MAX_JOB_BYTES else None
     os.close(0)
-    try:
-        job = _loads(raw)
-        wall_s = float(job.get("wall_s", 2.0))
-    except Exception:  # noqa: BLE001 - the zygote must get its start mark whatever the job is
-        job, wall_s = None, 2.0
-    os.write(reply_w, _START.pack(b"S", wall_s))
+    job = _loads(raw) if raw is not None else None
     if not isinstance(job, dict):
         raise ValueError("malformed job")
     return job
@@ -207,11 +217,11 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
         _run(_WARM_UP, True)
         json.loads(json.dumps({"ok": True, "value": [1, 2.5, "x"], "stdout": ""}))
     except BaseException as exc:  # noqa: BLE001 - the program must not run without its limits
-        _take_job(reply_w)
+        _take_job()
         reply = {"ok": False, "kind": "crash", "error": f"sandbox child setup failed: {exc}"}
     else:
         try:
-            reply = _run(_take_job(reply_w), python_layer)
+            reply = _run(_take_job(), python_layer)
         except BaseException as exc:  # noqa: BLE001
             reply = {"ok": False, "kind": "crash", "error": f"sandbox child could not read its job: {exc}"}
     try:
@@ -228,7 +238,10 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
 
 
 class Zygote:
-    """The trusted parent: forks children, enforces the wall clock, forwards replies."""
+    """The trusted parent: forks children, forwards each child's one reply, reports how it ended.
+
+    The wall clock is the pool's: on a timeout it kills this zygote's whole process group and
+    starts another, so the zygote sleeps until its child answers or ends, never waking mid-job."""
 
     def __init__(self, memory, cpu_s, os_layer, python_layer):
         self.memory, self.cpu_s, self.python_layer = memory, cpu_s, python_layer
@@ -248,78 +261,67 @@ class Zygote:
         os.close(reply_w)
         return pid, reply_r
 
-    def serve_one(self):
-        """Fork a child, let it take the next job, report. False once the pool has closed stdin."""
-        pid, reply_r = self.fork()
-        pidfd = os.pidfd_open(pid)
-        try:
-            start = _read_exact(reply_r, _START.size)  # blocks while idle; trusted child code writes it
-            if start is None:
-                _, status = os.waitpid(pid, 0)
-                return False
-            wall_s = _START.unpack(start)[1]
-            status, n = self._collect(pid, pidfd, reply_r, time.monotonic() + wall_s, wall_s)
+    def serve(self):
+        """Until the pool closes stdin: one child waits for the next job while its reply is read."""
+        child = self.fork()
+        while True:
+            status, n = self._collect(*child)
+            if status is None:
+                return
             self._send(status, n)
-            self._stop(pid, "", "")  # a child that sent its frame is done, whatever it does next
-            return True
-        finally:
-            os.close(reply_r)
-            os.close(pidfd)
+            done, child = child, self.fork()  # the next child starts warming up at once
+            self._stop(done)
 
-    def _collect(self, pid, pidfd, reply_r, deadline, wall_s):
-        """Read the child's one frame; its status and length (0 if it failed).
+    def _collect(self, pid, reply_r):
+        """Read the child's one frame: (status, frame length), or (None, 0) if no job came.
 
         A complete frame is forwarded at once, without waiting for the child's exit (the caller
         kills and reaps it): nothing the child writes later can reach anyone, since this pipe is
         the child's alone and is closed after this job."""
         view, got, exited = memoryview(self.buffer), 0, None
+        pidfd = os.pidfd_open(pid)
         poller = select.poll()
         poller.register(reply_r, select.POLLIN)
         poller.register(pidfd, select.POLLIN)
-        while True:
-            if got >= _HEADER.size:
-                size = _HEADER.unpack_from(self.buffer)[0]
-                if got == _HEADER.size + size:
-                    return {"frame": size}, size
-                if got > _HEADER.size + size or size > len(self.buffer) - _HEADER.size:
-                    return self._stop(pid, "crash", "the program's process wrote a malformed reply"), 0
-            if exited is not None:
-                break
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return self._stop(pid, "timeout", f"program exceeded the {wall_s:g}s time limit"), 0
-            for fd, _ in poller.poll(left * 1000):
-                if fd == reply_r:
-                    n = os.readv(reply_r, [view[got:]])
-                    got += n
-                    if n == 0:
-                        poller.unregister(reply_r)
-                elif fd == pidfd and exited is None:
-                    exited = os.waitpid(pid, 0)[1]
-                    poller.unregister(pidfd)
-                    while True:  # whatever the child wrote before it died is in the pipe now
-                        try:
-                            n = os.readv(reply_r, [view[got:]])
-                        except BlockingIOError:
-                            break
-                        if n == 0:
-                            break
+        try:
+            while True:
+                if got >= _HEADER.size:
+                    size = _HEADER.unpack_from(self.buffer)[0]
+                    if got == _HEADER.size + size:
+                        return {"frame": size}, size
+                    if got > _HEADER.size + size or size > len(self.buffer) - _HEADER.size:
+                        return _failure("crash", "the program's process wrote a malformed reply"), 0
+                if exited is not None:
+                    break
+                for fd, _ in poller.poll():
+                    if fd == reply_r:
+                        n = os.readv(reply_r, [view[got:]])
                         got += n
+                        if n == 0:
+                            poller.unregister(reply_r)
+                    elif fd == pidfd and exited is None:
+                        exited = os.waitpid(pid, 0)[1]
+                        poller.unregister(pidfd)
+                        got += _drain(reply_r, view[got:])  # what it wrote before it died
+        finally:
+            os.close(pidfd)
+        if os.WIFEXITED(exited) and os.WEXITSTATUS(exited) == _NO_JOB and got == 0:
+            return None, 0
         if os.WIFSIGNALED(exited):
             sig = os.WTERMSIG(exited)
-            if sig in (signal.SIGXCPU, signal.SIGKILL):
-                return {"ok": False, "kind": "timeout", "error": "program exceeded its CPU time limit"}, 0
-            return {"ok": False, "kind": "crash",
-                    "error": f"the program's process was killed by {signal.Signals(sig).name}"}, 0
-        return {"ok": False, "kind": "crash", "error": "the program's process ended without a complete reply"}, 0
+            if sig in (signal.SIGXCPU, signal.SIGKILL):  # soft, then hard CPU limit
+                return _failure("timeout", "program exceeded its CPU time limit"), 0
+            return _failure("crash", f"the program's process was killed by {signal.Signals(sig).name}"), 0
+        return _failure("crash", "the program's process ended without a complete reply"), 0
 
-    def _stop(self, pid, kind, message):
+    def _stop(self, child):
+        pid, reply_r = child
+        os.close(reply_r)
         try:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
-        return {"ok": False, "kind": kind, "error": message}
 
     def _send(self, status, n):
         parts = [memoryview((json.dumps(status) + "\n").encode()),
@@ -376,8 +378,7 @@ def main():
     import gc
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the first collection
-    while zygote.serve_one():
-        pass
+    zygote.serve()
 
 
 if __name__ == "__main__":
