@@ -53,7 +53,7 @@ class VerifyConfig:
     answer_range: float = 1000.0  # ... and the answer this factor outside the examples' answers
     min_margin: float = 1.0  # the decoder's log-probability gap, chosen vs runner-up (nats)
     exemplars: int = 3  # exemplars kept per entry for alignment
-    align: bool = True  # zero-model alignment with exemplars (EngineConfig.use_rules switches rules alone)
+    align: bool = True  # zero-model alignment with exemplars (EngineConfig.use_rules=False switches it off too)
     reorder_check: bool = False  # a second model call with the variables in reverse order must agree
 
 
@@ -261,7 +261,8 @@ class HitVerifier:
         text = self.extractor.text_for(entry, request_text)
         profile = entry.validation.get("profile") or {}
         by_rules = self.extractor.by_rules(entry, text)
-        aligned, partial = self.aligned(entry, text) if self.config.align else (None, {})
+        zero_model = self.config.align and self.extractor.use_rules
+        aligned, partial = self.aligned(entry, text) if zero_model else (None, {})
         if by_rules is not None and aligned is not None and by_rules != aligned.values:
             raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}")
         if by_rules is not None or aligned is not None:

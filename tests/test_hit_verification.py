@@ -79,7 +79,7 @@ REWORDED = "Current ratio please: assets {0:,} over liabilities {1:,}."
 
 
 def test_swapped_variables_are_refused_and_the_request_is_answered_by_the_target(make):
-    mc = make(use_rules=False)  # no rule; this wording does not align: only the words around the numbers can tell
+    mc = make(use_rules=False)  # no rule, no alignment: only the words around the numbers can tell
     built = warm(mc, CURRENT_RATIO, CR_VALUES[:3], group="cr")
     entry = entry_of(mc, built)
     mc.small.swap = True
@@ -102,12 +102,15 @@ def test_a_value_outside_the_learned_range_is_refused(make):
 
 
 def test_a_zero_model_hit_without_rules_and_without_the_small_model(make):
-    mc = make(use_rules=False, build_after=2, validate_n=1, validate_min=1)  # no rules: alignment alone
+    mc = make(build_after=2)
     first = warm(mc, SIMPLE_INTEREST, SI_VALUES[:2])
     entry = entry_of(mc, first)
-    assert entry.rules == {}
-    exemplars = entry.validation["profile"]["exemplars"]
+    # Keep only what the first validated example taught: no rules (they need two that agree), one exemplar.
+    profile = entry.validation["profile"]
+    exemplars = profile["exemplars"]
     assert exemplars and exemplars[0]["slots"]["rate_pct"]["kind"] == "pct"
+    entry.id, entry.rules, profile["exemplars"] = "ent_first_example_only", {}, exemplars[:1]
+    mc.store.put_entry(entry)  # a new version of the group's entry
     calls = len(mc.small.calls)
     for values in SI_VALUES[2:5]:
         hit = mc.solve(SIMPLE_INTEREST.ask(*values))
@@ -118,7 +121,7 @@ def test_a_zero_model_hit_without_rules_and_without_the_small_model(make):
 
 
 def test_an_extra_number_of_a_used_kind_is_not_aligned_and_goes_to_the_model(make):
-    mc = make(use_rules=False, build_after=2)
+    mc = make(build_after=2)
     warm(mc, CURRENT_RATIO, CR_VALUES[:2])
     calls = len(mc.small.calls)
     text = CURRENT_RATIO.ask(64000, 16000) + " Fixed assets are $5,000."
@@ -128,8 +131,7 @@ def test_an_extra_number_of_a_used_kind_is_not_aligned_and_goes_to_the_model(mak
 
 def test_audit_disagreement_demotes_an_entry_and_agreement_restores_it(make):
     target = LyingTarget()
-    mc = make(target=target, use_rules=False, verify=VerifyConfig(align=False), audit_rate=1.0, audit_delta=0.25,
-              audit_z=1.0)  # no rule, no alignment: every hit is model-chosen
+    mc = make(target=target, use_rules=False, audit_rate=1.0, audit_delta=0.25, audit_z=1.0)  # model-chosen hits
     built = warm(mc, CURRENT_RATIO, CR_VALUES[:3])
     entry = entry_of(mc, built)
     target.lie = True  # the audit's miss answers with a sum: the audit disagrees with the hit
