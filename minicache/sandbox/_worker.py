@@ -364,13 +364,14 @@ def main():
     _prewarm(python_layer)
     ready = {"ready": True, "os_layer": "seccomp" if os_layer else "off", "netns": False}
     try:
+        os.close(os.pidfd_open(os.getpid()))  # the zygote waits on its children through pidfds (Linux 5.3+)
         zygote = Zygote(memory, cpu_s, os_layer, python_layer)
         if os_layer:
             problem = _probe(zygote)
             if problem:
                 raise OSError(problem)
             ready["netns"] = _seccomp.unshare_network()
-    except OSError as exc:
+    except (OSError, AttributeError) as exc:
         ready = {"ready": False, "error": str(exc)}
     os.write(1, (json.dumps(ready) + "\n").encode())
     if not ready["ready"]:
