@@ -306,6 +306,9 @@ os_add("process", "subprocess", "import subprocess\ndef solve():\n    return sub
 os_add("process", "posix_spawn", "import os\ndef solve():\n    return os.posix_spawn('/usr/bin/touch', ['touch', 'MARKER_PATH'], {})\n", EPERM)
 os_add("process", "raw execve through ctypes", "import ctypes\ndef solve():\n    return ctypes.CDLL(None).syscall(59, b'/usr/bin/touch', None, None)\n", ("ok", -1))
 os_add("process", "mmap executable memory", "import mmap\ndef solve():\n    return len(mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC))\n", EPERM)
+os_add("process", "start a thread", "import threading\ndef solve():\n    threading.Thread(target=print).start()\n", ("error", "can't start new thread"))
+os_add("process", "exit with the zygote's own no-job status", "import os\ndef solve():\n    os._exit(17)\n", ("crash", "worker died"))
+os_add("process", "exit quietly without a reply", "import os\ndef solve():\n    os._exit(0)\n", ("crash", "without a complete reply"))
 os_add("process", "x32 ABI system call", "import ctypes\ndef solve():\n    return ctypes.CDLL(None).syscall(0x40000000 | 39)\n",
        ("crash", "SIGSYS"))
 os_add("network", "connect to listener", "import socket\ndef solve():\n    s = socket.socket()\n    s.connect(('127.0.0.1', LISTEN_PORT))\n    return 1\n", EPERM)
