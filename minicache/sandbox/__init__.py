@@ -63,7 +63,8 @@ class SandboxResult:
 
 
 class _Worker:
-    """One zygote process (see :mod:`._worker`) and the thread that reads its replies."""
+    """One zygote process (see :mod:`._worker`), used by one thread at a time (the pool's idle
+    queue hands it out), which writes a job and reads its reply on the zygote's pipes."""
 
     def __init__(self, memory_bytes: int, cpu_s: float, os_layer: bool, python_layer: bool) -> None:
         self.proc = subprocess.Popen(
@@ -73,7 +74,6 @@ class _Worker:
             bufsize=-1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
             start_new_session=True)
         self.pid = self.proc.pid
-        self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
         self._pending = bytearray()  # only ever read by the one thread that holds this worker
