@@ -207,7 +207,7 @@ def test_bad_cache_controls_are_400(rig):
     assert_error(r, 400)
     r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0]),
                         headers={"X-MiniCache-No-Store": "perhaps"})
-    assert_error(r, 400, "invalid_type")
+    assert assert_error(r, 400, "invalid_type")["param"] == "x-minicache-no-store"
 
 
 def test_structured_requests_are_served_by_stepcache_with_their_steps(make):

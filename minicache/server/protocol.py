@@ -14,7 +14,7 @@ import unicodedata
 from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat,
-                      StrictInt, model_validator)
+                      StrictInt, ValidationError, model_validator)
 from pydantic_core import PydanticCustomError
 
 MAX_LABEL_CHARS = 200
@@ -90,13 +90,16 @@ class CacheControls(BaseModel):
 
 
 def controls_from_headers(headers: Any) -> CacheControls:
-    """``X-MiniCache-Group``, ``-Mode``, ``-No-Cache``, ``-No-Store``, ``-Force-Refresh``."""
-    found = {}
-    for name in CacheControls.model_fields:
-        header = "x-minicache-" + name.replace("_", "-")
-        if header in headers:
-            found[name] = headers[header]
-    return CacheControls.model_validate(found) if found else CacheControls()
+    """``X-MiniCache-Group``, ``-Mode``, ``-No-Cache``, ``-No-Store``, ``-Force-Refresh`` (an invalid
+    value is reported under the header's name)."""
+    names = {name: "x-minicache-" + name.replace("_", "-") for name in CacheControls.model_fields}
+    found = {name: headers[header] for name, header in names.items() if header in headers}
+    try:
+        return CacheControls.model_validate(found)
+    except ValidationError as exc:
+        raise ValidationError.from_exception_data("headers", [
+            {"type": PydanticCustomError(e["type"], e["msg"]), "loc": (names.get(str(e["loc"][0]), "headers"),),
+             "input": e["input"]} for e in exc.errors()]) from None
 
 
 def controls_from_metadata(metadata: dict[str, Any] | None) -> CacheControls:
