@@ -265,8 +265,9 @@ def test_json_generation_is_schema_constrained_and_checked(tmp_path):
     assert out.route == "step-skip" and out.verified and json.loads(out.output)["stock"] == 3
     schema = target.calls[0].options.json_schema
     assert schema["required"] == ["name", "price", "stock"]
-    # every value is chosen among the record's values (a flat object of enums decodes fastest)
+    # numbers are chosen among the record's numbers; names are written freely (then checked)
     assert schema["properties"]["price"] == {"enum": [24.5, 3]} and schema["properties"]["stock"] == {"enum": [3]}
+    assert schema["properties"]["name"] == {"type": "string"}
 
 
 def test_json_variant_reuses_and_a_new_key_is_the_only_patched_one(tmp_path):

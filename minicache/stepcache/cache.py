@@ -236,7 +236,7 @@ class StepCache:
             prompt = (req.text + "\n\nAlready filled and checked: " + json.dumps(kept, ensure_ascii=False) +
                       f"\nReply with a JSON object with only these keys: {', '.join(failing)}.")
             out = self._complete([Message("system", JSON_SYSTEM), Message("user", prompt)],
-                                 self.config.patch_max_tokens * 2, schema=req.schema(only=failing, from_record=True))
+                                 self.config.patch_max_tokens * 2, schema=req.schema(only=failing, from_record=True, choose_strings=False))
             tokens += out.prompt_tokens + out.completion_tokens
             patched = len(failing)
             kept.update({k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing})
@@ -264,7 +264,7 @@ class StepCache:
     def _generate(self, req: Any, reason: str) -> StepOutcome:
         if isinstance(req, jsontask.JsonRequest):
             out = self._complete([Message("system", JSON_SYSTEM), Message("user", req.text)], self.config.max_tokens,
-                                 schema=req.schema(from_record=True))
+                                 schema=req.schema(from_record=True, choose_strings=False))
             obj = jsontask.parse_object(out.text) or {}
             return self._fix_json(req, obj, jsontask.check_object(req, obj), route="step-skip",
                                   tokens=out.prompt_tokens + out.completion_tokens, reason=reason)

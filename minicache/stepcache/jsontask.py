@@ -33,19 +33,23 @@ class JsonRequest:
     def keys(self) -> list[str]:
         return [k for k, _ in self.fields]
 
-    def schema(self, only: list[str] | None = None, *, from_record: bool = False) -> dict[str, Any]:
+    def schema(self, only: list[str] | None = None, *, from_record: bool = False,
+               choose_strings: bool = True) -> dict[str, Any]:
         """The JSON schema for schema-constrained generation (all keys required, nothing else).
 
         ``from_record`` also limits each value to the record's values (an ``enum``, without a
         ``type``: the enum already fixes it, and a flat object of enums is what the llama.cpp
         backend decodes fastest): numbers to the numbers written in it, strings to its quoted values
         and numbers as written, when it has any. StepCache generates and patches with it, so the
-        model only chooses which of the request's values goes under each key."""
+        model only chooses which of the request's values goes under each key. ``choose_strings=False``
+        leaves string keys free text: on the embedded 1.5B, choosing among quoted names token by
+        token picked another key's name (``"city": "Ecuador"`` for ``"Perth"``) where writing the
+        name freely copied it right; the checks still require it to be one of the record's values."""
         keys = [(k, t) for k, t in self.fields if only is None or k in only]
         props: dict[str, Any] = {}
         for k, t in keys:
             props[k] = {"type": t}
-            choices = self.choices(t) if from_record else []
+            choices = self.choices(t) if from_record and (choose_strings or t != "string") else []
             if choices:
                 props[k] = {"enum": choices}
         return {"type": "object", "properties": props, "required": [k for k, _ in keys],
