@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from . import portability
+from .admission import Admission, AdmissionConfig, backing_off, record_build_failure, record_failed_hit, validation_set
 from .errors import BackendError, InvalidRequest, MiniCacheError
 from .extraction import ExtractionError, Extractor, candidate_values, learn_rules
 from .hit import ZERO_MODEL_PATHS, HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile
@@ -45,8 +46,7 @@ class EngineConfig:
     validate_n: int = 3  # held examples a candidate entry is checked on
     validate_min: int = 2  # ... of which this many must match
     max_failures: int = 3  # in-service failures before an entry is evicted
-    max_build_failures: int = 3  # failed builds before a group is marked uncacheable ...
-    uncacheable_s: float = 3600.0  # ... for this long
+    max_build_failures: int = 3  # failed builds before a group is shown as uncacheable (it still backs off, then retries)
     build_candidates: int = 2  # the group's own programs (lifted) validated per build, best first ...
     build_retries: int = 1  # ... then this many target generalization attempts
     background_builds: bool = True
@@ -67,6 +67,8 @@ class EngineConfig:
     audit_delta: float = 0.01  # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
     audit_z: float = 1.96  # the bound's confidence (Wilson score interval, z=1.96: 95% two-sided)
     step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)
+    # Which groups are built, and the back-off of failing ones (minicache.admission).
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
 
 
 @dataclass
@@ -97,8 +99,6 @@ class SolveResult:
 
 _DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)
 _WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4}
-
-
 MAX_DECIMALS = 100  # a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
 
 
@@ -109,6 +109,8 @@ def requested_decimals(question: str) -> int | None:
         return None
     digits = m.group(1).lower()
     return _WORD_NUM.get(digits) or (int(digits) if len(digits) <= 9 else 10**9)
+
+
 def format_answer(value: Any, question: str) -> str:
     """The answer as text, in the precision the request asks for ("2 decimal places", at most
     :data:`MAX_DECIMALS`; ``solve`` refuses requests that ask for more before anything runs)."""
@@ -187,12 +189,12 @@ def _validate_text(value: Any, what: str, limit: int, required: bool) -> str | N
         raise InvalidRequest(f"{what} must be text, not {type(value).__name__}")
     if "\x00" in value:
         raise InvalidRequest(f"{what} contains NUL characters")
-    if required and not value.strip():
-        raise InvalidRequest(f"{what} is empty")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no store or response can hold it
         raise InvalidRequest(f"{what} is not valid text (a lone surrogate at character {exc.start})") from None
+    if required and not value.strip():
+        raise InvalidRequest(f"{what} is empty")
     if len(value) > limit:
         raise InvalidRequest(f"{what} is {len(value):,} characters; the limit is {limit:,}")
     return value
@@ -241,6 +243,7 @@ class MiniCache:
         self._build_lock = threading.Lock()
         self.events: list[dict[str, Any]] = []  # build/evict events, for progress displays
         self._owner = new_id("replica")  # this engine's name in build leases
+        self.admission = Admission(self.config.admission)
         self.steps = StepCache(target, self.store, embedder, self.config.step)
 
     @classmethod
@@ -266,15 +269,15 @@ class MiniCache:
         context = _validate_text(context, "context", self.config.max_context_chars, False)
         if group is not None and (not isinstance(group, str) or not group.strip() or len(group) > 200):
             raise InvalidRequest("group must be a non-empty string of at most 200 characters")
+        _validate_text(group, "group", 200, False)
         if not isinstance(tenant, str) or not tenant or len(tenant) > 200:
             raise InvalidRequest("tenant must be a non-empty string of at most 200 characters")
         assert question is not None
-        _validate_text(group, "group", 200, False)
+        if (requested_decimals(question) or 0) > MAX_DECIMALS:
+            raise InvalidRequest(f"the question asks for more than {MAX_DECIMALS} decimal places")
         if mode not in ("auto", "program", "step"):
             raise InvalidRequest(f"mode must be auto, program or step, not {mode!r}")
         step_request = None
-        if (requested_decimals(question) or 0) > MAX_DECIMALS:
-            raise InvalidRequest(f"the question asks for more than {MAX_DECIMALS} decimal places")
         if mode == "step" or (mode == "auto" and context is None):
             step_request = parse_step_task(question)
             if step_request is None and mode == "step":
@@ -301,6 +304,9 @@ class MiniCache:
             self.store.bump(tenant, _ROUTE_COUNTERS[result.route])
             if result.tokens["target"]:
                 self.store.bump(tenant, "target_tokens", result.tokens["target"])
+            if result.route in ("hit", "miss", "fallback"):  # its cost without any build it triggered
+                self.admission.observe_request(tenant, result.group, result.route,
+                                               sum(v for k, v in result.timings.items() if k != "total_s"))
         result.timings["total_s"] = time.perf_counter() - began
         return result
 
@@ -328,7 +334,7 @@ class MiniCache:
                 except (ExtractionError, SandboxError, SandboxViolation) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
                     if not no_store:
-                        self._count_failure(tenant, entry)
+                        self._count_failure(tenant, entry, question, fallback_reason)
         result = self._miss(decision.group_id, question, context, timings, tenant, record=not no_store,
                             new_group=decision.new_group, label=group)
         result.similarity = decision.similarity
@@ -422,8 +428,11 @@ class MiniCache:
         for f in futures:
             f.result(timeout=timeout)
 
-    def _count_failure(self, tenant: str, entry: Entry) -> None:
+    def _count_failure(self, tenant: str, entry: Entry, question: str | None = None, reason: str = "") -> None:
         failures = self.store.record_failure(tenant, entry.id)
+        if question is not None:  # the next build of the group must answer this request right
+            record_failed_hit(self.store, tenant, entry.group_id, question, reason,
+                              evicted=failures >= self.config.max_failures)
         if failures >= self.config.max_failures:
             self.store.set_entry_status(tenant, entry.id, "evicted")
             self.store.bump(tenant, "evictions")
@@ -488,12 +497,14 @@ class MiniCache:
         if self.config.frozen:
             return
         group = self.store.get_group(tenant, group_id)
-        # A failed build is retried only once the group has gathered build_after more examples.
-        if group is None or group.n_examples < self.config.build_after * (group.build_failures + 1):
+        if group is None or group.n_examples < self.config.build_after:
             return
-        if group.status == "uncacheable" and time.time() < group.uncacheable_until:
+        if group.build_failures and backing_off(group, self.store.group_failure(tenant, group_id)):
             return
         if self.store.active_entry(tenant, group_id) is not None:
+            return
+        seen = max(group.n_examples, self.admission.arrivals(tenant, group_id))
+        if not self.admission.admits(tenant, seen)[0]:  # its arrivals do not predict hits that pay for a build
             return
         key = (tenant, group_id)
         with self._build_lock:
@@ -600,18 +611,24 @@ class MiniCache:
         try:
             if self.store.active_entry(tenant, group_id) is not None:  # another replica just built it
                 return None
-            return self._build_locked(tenant, group_id)
+            began = time.perf_counter()
+            entry = self._build_locked(tenant, group_id)
+            self.admission.observe_build(time.perf_counter() - began, entry is not None)
+            return entry
         finally:
             self.store.release_build_lease(tenant, group_id, self._owner)
 
     def _build_locked(self, tenant: str, group_id: str) -> Entry | None:
         examples = self.store.examples(tenant, group_id)
-        held = examples[-self.config.validate_n:]
+        # What failed last time (minicache.admission) must pass now, and seeds the target's feedback.
+        failure = self.store.group_failure(tenant, group_id)
+        held, must = validation_set(examples, failure, self.config.validate_n)
         # Values that vary cannot be in the boilerplate every request of the group starts with.
         prefix = shared_prefix([_request_text(ex.question, ex.context) for ex in held])
         candidates, split = self._own_candidates(examples, prefix)
-        feedback = None
+        feedback = failure.get("feedback") if failure else None
         attempts: list[dict[str, Any]] = []
+        failed_checks: list[dict[str, Any]] = []
         no_majority = not candidates and split
         if no_majority:  # the group's own programs contradict each other: nothing to cache yet
             attempts.append({"source": "agreement", "ok": False, "error": "no program has a majority of the examples"})
@@ -629,6 +646,8 @@ class MiniCache:
             else:
                 break
             record = self._validate(cand.source, held, cand.origin, prefix)
+            if record["ok"] and not must <= {c["example"] for c in record["checks"] if c["match"]}:
+                record.update(ok=False, error="it fails a request the group failed on before")
             attempts.append({"source": cand.kind, "ok": record["ok"], "error": record.get("error"),
                              "agreements": cand.score})
             if record["ok"]:
@@ -649,19 +668,20 @@ class MiniCache:
                                           "held": [ex.id for ex in held], "at": time.time()},
                               rules=rules)
                 self.store.put_entry(entry)
+                if failure:
+                    self.store.set_group_failure(tenant, group_id, None)
                 self.store.bump(tenant, "builds_ok")
                 self.events.append({"event": "build", "group": group_id, "entry": entry.id, "ok": True,
                                     "source": cand.kind, "rules": len(rules)})
                 return entry
             failing = [c for c in record.get("checks", []) if not c["match"]]
+            failed_checks += failing
             feedback = "\n".join(f"- expected {c['expected']}, got {c.get('got', c.get('error'))} with "
                                  f"variables {c.get('variables')}" for c in failing[:4]) or record.get("error")
         group = self.store.get_group(tenant, group_id)
-        if group is not None:
-            group.build_failures += 1
-            if group.build_failures >= self.config.max_build_failures:
-                group.status, group.uncacheable_until = "uncacheable", time.time() + self.config.uncacheable_s
-            self.store.update_group(group)
+        if group is not None:  # back off exponentially; record why for the next attempt
+            record_build_failure(self.store, group, attempts, failed_checks, feedback, self.config.admission,
+                                 self.config.max_build_failures)
         self.store.bump(tenant, "builds_failed")
         self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
         return None

@@ -37,6 +37,9 @@ REDUNDANT = 0.995  # cosine above which a group's new vector is treated as a cop
 @dataclass
 class _Group:
     rows: list[int] = field(default_factory=list)  # rows of the tenant matrix this group holds
+    # similarities between its kept vectors (diagonal -inf), kept up to date so a replacement at
+    # the cap costs O(per_group x width), not a fresh Gram matrix
+    gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
 
 
 class TenantIndex:
@@ -74,29 +77,67 @@ class TenantIndex:
         if vector.ndim != 1 or not vector.size:
             return False
         if vector.shape[0] != self.width:
-            # The first vector, or an embedder change: the newest width wins, as the store's full read did.
-            self.matrix = np.zeros((64, vector.shape[0]), dtype=np.float32)
-            self.owner, self.size, self.free, self.groups = [None] * 64, 0, [], {}
+            self._reset(vector.shape[0])
         group = self.groups.setdefault(group_id, _Group())
-        if group.rows:
-            kept = self.matrix[group.rows]
-            sims = kept @ vector
-            if float(sims.max()) >= REDUNDANT:
-                return False
-            if len(group.rows) >= self.per_group:
-                gram = kept @ kept.T
-                np.fill_diagonal(gram, -np.inf)
-                redundancy = gram.max(axis=1)
-                worst = int(np.argmax(redundancy))
-                if float(sims.max()) >= float(redundancy[worst]):
-                    return False  # it would cover the group less well than what it replaces
-                self.matrix[group.rows[worst]] = vector
-                return True
+        sims = self.matrix[group.rows] @ vector if group.rows else np.zeros(0, dtype=np.float32)
+        if sims.size and float(sims.max()) >= REDUNDANT:
+            return False
+        if len(group.rows) >= self.per_group:
+            redundancy = group.gram.max(axis=1)
+            worst = int(np.argmax(redundancy))
+            if float(sims.max()) >= float(redundancy[worst]):
+                return False  # it would cover the group less well than what it replaces
+            self.matrix[group.rows[worst]] = vector
+            sims[worst] = -np.inf
+            group.gram[worst, :] = sims
+            group.gram[:, worst] = sims
+            return True
         row = self._row()
         self.matrix[row] = vector
         self.owner[row] = group_id
         group.rows.append(row)
+        k = len(group.rows)
+        gram = np.full((k, k), -np.inf, dtype=np.float32)
+        gram[: k - 1, : k - 1] = group.gram
+        gram[k - 1, : k - 1] = gram[: k - 1, k - 1] = sims
+        group.gram = gram
         return True
+
+    def _reset(self, width: int) -> None:
+        """The first vector, or an embedder change: the newest width wins, as the store's full read did."""
+        self.matrix = np.zeros((64, width), dtype=np.float32)
+        self.owner, self.size, self.free, self.groups = [None] * 64, 0, [], {}
+
+    def extend(self, group_id: str, vectors: np.ndarray) -> None:
+        """Offer many vectors of one group at once (a load or refresh): the group keeps a farthest-point
+        selection of its kept and new vectors (each next pick the one least like those picked), which
+        covers its wording as :meth:`add` does one at a time, in O(per_group) matrix products."""
+        self.offered += len(vectors)
+        if vectors.shape[1] != self.width:
+            self._reset(vectors.shape[1])
+        group = self.groups.setdefault(group_id, _Group())
+        pool = np.concatenate([self.matrix[group.rows], vectors]) if group.rows else vectors
+        sims = pool @ pool.T
+        chosen = [0]
+        best = sims[0].copy()
+        while len(chosen) < self.per_group:
+            i = int(np.argmin(best))
+            if best[i] >= REDUNDANT:
+                break
+            chosen.append(i)
+            np.maximum(best, sims[i], out=best)
+        picked = pool[chosen]
+        while len(group.rows) > len(picked):
+            row = group.rows.pop()
+            self.matrix[row], self.owner[row] = 0.0, None
+            self.free.append(row)
+        while len(group.rows) < len(picked):
+            row = self._row()
+            self.owner[row] = group_id
+            group.rows.append(row)
+        self.matrix[group.rows] = picked
+        group.gram = sims[np.ix_(chosen, chosen)]
+        np.fill_diagonal(group.gram, -np.inf)
 
     def drop(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
@@ -123,7 +164,7 @@ class RouteIndex:
 
     ``clock`` is injectable so tests can step through refresh intervals without sleeping."""
 
-    def __init__(self, store: Store, *, refresh_s: float = 1.0, per_group: int = 32, batch: int = 10_000,
+    def __init__(self, store: Store, *, refresh_s: float = 1.0, per_group: int = 32, batch: int = 50_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if per_group < 1:
             raise ValueError("per_group must be at least 1")
@@ -139,9 +180,14 @@ class RouteIndex:
         """Everything the store has after the index's cursor (all of it, the first time)."""
         while True:
             rows: list[RoutingRow] = self.store.examples_since(tenant, index.cursor, self.batch)
+            by_group: dict[str, list[bytes]] = {}
+            width = len(rows[-1].embedding) if rows else 0
             for row in rows:
                 index.cursor = max(index.cursor, row.seq)
-                index.add(row.group_id, np.frombuffer(row.embedding, dtype=np.float32))
+                if len(row.embedding) == width:  # rows of an older embedder's width are left out
+                    by_group.setdefault(row.group_id, []).append(row.embedding)
+            for group_id, blobs in by_group.items():
+                index.extend(group_id, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1))
             if len(rows) < self.batch:
                 break
         index.refreshed_at = self.clock()

@@ -15,6 +15,7 @@ import pytest
 
 from fakes import (CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget,
                    HashEmbedder, cosine)
+from minicache.admission import AdmissionConfig
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
 from minicache.routing import skeleton
 from minicache.store import SQLiteStore
@@ -322,7 +323,8 @@ def test_unparameterized_miss_programs_are_generalized_by_the_target(make):
 
 
 def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
-    rig = make(small=FakeSmall(mode="wrong"))
+    # Admission off: with fake models a build never pays (tests/test_admission.py covers admission).
+    rig = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
     results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
     group_id = results[0].group
     assert rig.store.list_entries("default") == []
@@ -332,10 +334,15 @@ def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
     assert rig.mc.events[-1] == {"event": "build", "group": group_id, "ok": False,
                                  "attempts": rig.mc.events[-1]["attempts"]}
 
+    ask(rig, CURRENT_RATIO, CR_VALUES[3])  # after one failure the next example retries at once ...
+    assert rig.mc.stats()["builds_failed"] == 2
     small_calls = len(rig.small.calls)
-    warm(rig, CURRENT_RATIO, CR_VALUES[3:5])  # a failed build waits for build_after more examples
-    assert len(rig.small.calls) == small_calls and rig.mc.stats()["builds_failed"] == 1
-    warm(rig, CURRENT_RATIO, CR_VALUES[5:9])  # retried at 6 and at 9 examples
+    ask(rig, CURRENT_RATIO, CR_VALUES[4])  # ... after two it backs off in time (minicache.admission)
+    assert len(rig.small.calls) == small_calls and rig.mc.stats()["builds_failed"] == 2
+    group = rig.store.get_group("default", group_id)
+    group.uncacheable_until = 0.0  # the back-off has run out: the next example retries
+    rig.store.update_group(group)
+    ask(rig, CURRENT_RATIO, CR_VALUES[5])
     group = rig.store.get_group("default", group_id)
     assert group.build_failures == 3 and group.status == "uncacheable"
     assert rig.mc.stats()["builds_failed"] == 3 and rig.mc.stats()["uncacheable_groups"] == 1

@@ -1,0 +1,198 @@
+"""When a group is worth building, and what a failed build or an evicted entry teaches the next one.
+
+**Admission.** A build costs time (on a small machine it slows the requests it overlaps) and only
+pays back through later hits of its group. A group is built when
+
+    P(build succeeds) x E[future arrivals] x (miss cost - hit cost) > build cost
+
+with every term estimated from the workload as it runs:
+
+* miss, hit and build costs are EWMAs of measured seconds (a fallback counts as a hit attempt at
+  its full cost, so entries that often fall back look as expensive as they are). Until a cost has
+  been measured a prior stands in: a hit costs ``hit_prior`` of a miss, a build ``build_prior`` misses;
+* P(build succeeds) is (builds ok + 1) / (builds + 2) over this process's builds;
+* E[future arrivals | seen n] comes from the tenant's groups: over the groups that reached n
+  arrivals, the mean number of arrivals they had after the n-th, blended with ``prior_weight``
+  pseudo-groups that get n more (a group seen n times is, without other evidence, expected about n
+  more times). Counts are kept as a histogram, so the estimate costs O(distinct counts).
+
+A group with a single arrival is never built, whatever the estimate. For the first
+``warmup_requests`` requests of a process the estimates are not trusted yet and ``build_after``
+alone decides.
+
+**Learning from failure.** A failed build records which examples failed which check (expected,
+got, variables, error); a failed hit records the request. The record lives in the store
+(``groups.failure``), so every replica's next attempt sees it: the failing examples join the
+validation set and must pass, the target's generalization starts from the recorded feedback, and a
+retry waits for a new example. From the second failure on, the group also backs off in time, doubling
+each failure (``backoff_s`` x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed
+hour after a fixed number of failures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from .store.base import Example, Group, Store
+
+MAX_RECORDED = 5  # failing examples / requests kept per group
+
+
+@dataclass
+class AdmissionConfig:
+    enabled: bool = True
+    # Requests observed before the estimates are trusted; until then build_after alone decides
+    # (a few measurements make a noisy EWMA, and short streams would otherwise never build).
+    warmup_requests: int = 30
+    alpha: float = 0.2  # EWMA weight of the newest measurement
+    hit_prior: float = 0.2  # a hit's cost as a share of a miss's, until hits are measured
+    build_prior: float = 1.0  # a build's cost in misses, until builds are measured
+    prior_weight: float = 1.0  # pseudo-groups behind the "n more arrivals" prior
+    backoff_s: float = 60.0  # back-off after a group's second failed build; doubles with each after
+    backoff_max_s: float = 86_400.0
+
+
+class Ewma:
+    def __init__(self, alpha: float) -> None:
+        self.alpha, self.value, self.n = alpha, 0.0, 0
+
+    def add(self, x: float) -> None:
+        self.value = x if self.n == 0 else (1 - self.alpha) * self.value + self.alpha * x
+        self.n += 1
+
+
+class Admission:
+    """Per-process estimates of what requests, hits and builds cost, and of how groups recur."""
+
+    def __init__(self, config: AdmissionConfig | None = None) -> None:
+        self.config = config or AdmissionConfig()
+        a = self.config.alpha
+        self.miss, self.hit, self.build = Ewma(a), Ewma(a), Ewma(a)
+        self.builds_ok = self.builds_failed = 0
+        self.requests = 0
+        self._arrivals: dict[str, Counter[str]] = {}  # tenant -> group -> arrivals
+        self._hist: dict[str, Counter[int]] = {}  # tenant -> arrivals -> groups with that many
+        self._lock = threading.Lock()
+
+    # -- observations ------------------------------------------------------------------------
+    def observe_request(self, tenant: str, group_id: str, route: str, seconds: float) -> None:
+        """One served request: its group's arrival, and its cost by route (build time excluded)."""
+        with self._lock:
+            counts = self._arrivals.setdefault(tenant, Counter())
+            hist = self._hist.setdefault(tenant, Counter())
+            before = counts[group_id]
+            counts[group_id] = before + 1
+            if before:
+                hist[before] -= 1
+                if not hist[before]:
+                    del hist[before]
+            hist[before + 1] += 1
+            self.requests += 1
+            if route == "miss":
+                self.miss.add(seconds)
+            elif route in ("hit", "fallback"):
+                self.hit.add(seconds)
+
+    def observe_build(self, seconds: float, ok: bool) -> None:
+        with self._lock:
+            self.build.add(seconds)
+            if ok:
+                self.builds_ok += 1
+            else:
+                self.builds_failed += 1
+
+    def arrivals(self, tenant: str, group_id: str) -> int:
+        with self._lock:
+            return self._arrivals.get(tenant, Counter())[group_id]
+
+    # -- the decision ------------------------------------------------------------------------
+    def expected_future(self, tenant: str, n: int) -> float:
+        """E[arrivals after the n-th] for a group seen n times, from the tenant's groups (see module doc)."""
+        with self._lock:
+            hist = self._hist.get(tenant, Counter())
+            more = sum((c - n) * k for c, k in hist.items() if c > n)
+            reached = sum(k for c, k in hist.items() if c >= n)
+        w = self.config.prior_weight
+        return (more + w * n) / (reached + w)
+
+    def estimate(self, tenant: str, n: int) -> dict[str, float]:
+        """The terms of the decision for a group seen ``n`` times, and the expected gain in seconds."""
+        miss = self.miss.value
+        hit = self.hit.value if self.hit.n else self.config.hit_prior * miss
+        build = self.build.value if self.build.n else self.config.build_prior * miss
+        p_ok = (self.builds_ok + 1) / (self.builds_ok + self.builds_failed + 2)
+        future = self.expected_future(tenant, n)
+        return {"n": n, "future": future, "p_ok": p_ok, "miss_s": miss, "hit_s": hit, "build_s": build,
+                "gain_s": p_ok * future * (miss - hit) - build}
+
+    def admits(self, tenant: str, n: int) -> tuple[bool, dict[str, float]]:
+        """Whether a group seen ``n`` times is worth building now."""
+        terms = self.estimate(tenant, n)
+        if n < 2:  # a one-off group is never built
+            return False, terms
+        if not self.config.enabled or not self.miss.n or self.requests < self.config.warmup_requests:
+            return True, terms
+        return terms["gain_s"] > 0, terms
+
+
+# -- failures --------------------------------------------------------------------------------------
+
+def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None = None) -> bool:
+    """Whether a failed group must wait: its back-off has not run out, or no example is new since."""
+    if (now or time.time()) < group.uncacheable_until:
+        return True
+    return failure is not None and failure.get("kind") == "build" and group.n_examples <= failure.get("n_examples", 0)
+
+
+def record_build_failure(store: Store, group: Group, attempts: list[dict[str, Any]], checks: list[dict[str, Any]],
+                         feedback: str | None, config: AdmissionConfig, max_build_failures: int) -> dict[str, Any]:
+    """Count a failed build, back the group off exponentially, and record why for the next attempt."""
+    previous = store.group_failure(group.tenant, group.id) or {}
+    group.build_failures += 1
+    # The first failure waits only for a new example (it joins the validation set); then time doubles.
+    wait = 0.0 if group.build_failures == 1 else min(config.backoff_s * 2 ** (group.build_failures - 2),
+                                                     config.backoff_max_s)
+    group.uncacheable_until = time.time() + wait
+    if group.build_failures >= max_build_failures:
+        group.status = "uncacheable"
+    store.update_group(group)
+    failed = [c for c in checks if not c.get("match")]
+    examples = list(dict.fromkeys([c["example"] for c in failed if c.get("example")] + previous.get("examples", [])))
+    failure = {"kind": "build", "at": time.time(), "failures": group.build_failures, "backoff_s": wait,
+               "n_examples": group.n_examples, "examples": examples[:MAX_RECORDED],
+               "requests": previous.get("requests", [])[:MAX_RECORDED],
+               "hit_errors": previous.get("hit_errors", [])[:MAX_RECORDED],
+               "checks": [{k: c.get(k) for k in ("example", "expected", "got", "variables", "error")}
+                          for c in failed[:MAX_RECORDED]],
+               "attempts": [{k: a.get(k) for k in ("source", "ok", "error")} for a in attempts],
+               "feedback": feedback}
+    store.set_group_failure(group.tenant, group.id, failure)
+    return failure
+
+
+def record_failed_hit(store: Store, tenant: str, group_id: str, question: str, reason: str, evicted: bool) -> None:
+    """A request the group's entry failed on: the next build must answer it right."""
+    failure = store.group_failure(tenant, group_id) or {"examples": [], "requests": []}
+    failure["requests"] = list(dict.fromkeys([question] + failure.get("requests", [])))[:MAX_RECORDED]
+    failure.setdefault("hit_errors", [])
+    failure["hit_errors"] = ([reason] + failure["hit_errors"])[:MAX_RECORDED]
+    if evicted:
+        failure.update(kind="evict", at=time.time())
+    store.set_group_failure(tenant, group_id, failure)
+
+
+def validation_set(examples: list[Example], failure: dict[str, Any] | None, n: int) -> tuple[list[Example], set[str]]:
+    """The examples a build validates on: the newest ``n``, plus every recorded failing example or
+    request still in the group (those must pass). Returns them and the ids that must pass."""
+    held = examples[-n:]
+    if not failure:
+        return held, set()
+    ids = set(failure.get("examples", []))
+    questions = set(failure.get("requests", []))
+    must = [ex for ex in examples if ex.id in ids or ex.question in questions]
+    must_ids = {ex.id for ex in must}
+    return must + [ex for ex in held if ex.id not in must_ids], must_ids

@@ -1,0 +1,141 @@
+"""Route latency against the number of stored examples, for SQLite and PostgreSQL (docs/scale.md).
+
+Stores grow to each size in turn (1k, 10k, 100k by default) with synthetic 384-wide unit vectors
+(MiniLM's width): each group has a centre, its examples scatter around it. Two layouts:
+
+* ``fixed``: 1,000 groups whatever the size (history grows, the computations do not);
+* ``growing``: one group per 10 examples (a workload that keeps bringing new computations).
+
+At each size it times ``Router.route`` in a fresh router (so the first call loads the tenant's
+index: reported as ``load``), then ``--requests`` routes of requests near random groups, with the
+index refreshing from the store on *every* request (``refresh_s=0``, the worst case; the default is
+once a second). The embedder is a stub returning the request's precomputed vector, so the figures
+are routing alone (MiniLM adds a constant few milliseconds). ``--old`` also times the previous
+path: every example's embedding read from the store (``routing_index``) and searched.
+
+    .venv/bin/python scripts/route_latency.py --store sqlite
+    .venv/bin/python scripts/route_latency.py --store postgresql://... --old 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from minicache.routing import Router  # noqa: E402
+from minicache.store import Example, open_store  # noqa: E402
+
+WIDTH = 384
+TENANT = "default"
+
+
+class StubEmbedder:
+    """Returns the vector set for the next request: routing is timed without the embedding model."""
+
+    def __init__(self) -> None:
+        self.next = np.zeros(WIDTH, dtype=np.float32)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.next[None, :]
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def group_of(layout: str, i: np.ndarray) -> np.ndarray:
+    return i % 1000 if layout == "fixed" else i // 10
+
+
+def grow(store, centres: np.ndarray, start: int, stop: int, layout: str, rng: np.random.Generator) -> None:
+    """Add examples ``start..stop-1`` (example i in group ``group_of(layout, i)``)."""
+    for lo in range(start, stop, 5000):
+        hi = min(stop, lo + 5000)
+        ids = group_of(layout, np.arange(lo, hi))
+        vectors = unit(centres[ids] + 0.25 * rng.standard_normal((hi - lo, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
+        for g in sorted(set(ids.tolist())):
+            store.ensure_group(TENANT, f"g{g}")
+        store.import_entries([], [Example(id=f"ex{i}", tenant=TENANT, group_id=f"g{g}", question="q", context=None,
+                                          program="def solve():\n    return 1\n", answer=1, variables={},
+                                          embedding=v) for i, g, v in zip(range(lo, hi), ids, vectors)])
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    ms = np.array(seconds) * 1000
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 3), "p99_ms": round(float(np.percentile(ms, 99)), 3)}
+
+
+def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rng: np.random.Generator) -> dict:
+    embedder = StubEmbedder()
+    router = Router(store, embedder, refresh_s=0.0)
+    queries = unit(centres[rng.integers(0, groups, requests)]
+                   + 0.25 * rng.standard_normal((requests, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
+    embedder.next = queries[0]
+    t = time.perf_counter()
+    router.route(TENANT, "q")
+    row: dict = {"load_s": round(time.perf_counter() - t, 3), **router.index.stats(TENANT)}
+    times, joined = [], 0
+    for q in queries:
+        embedder.next = q
+        t = time.perf_counter()
+        decision = router.route(TENANT, "q")
+        times.append(time.perf_counter() - t)
+        joined += not decision.new_group
+    row.update(new=percentiles(times), joined=joined / requests)
+    if old:
+        times = []
+        for q in queries[:old]:
+            t = time.perf_counter()
+            ids, matrix = store.routing_index(TENANT)
+            ids[int(np.argmax(matrix @ q))]
+            times.append(time.perf_counter() - t)
+        row["old"] = percentiles(times)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", default="sqlite", help="'sqlite' (a temporary file) or a PostgreSQL DSN")
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--layouts", default="fixed,growing")
+    parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--old", type=int, default=0, metavar="N",
+                        help="also time N requests of the previous path (every embedding read per request)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for layout in args.layouts.split(","):
+            rng = np.random.default_rng(0)
+            target = f"{tmp}/{layout}.db" if args.store == "sqlite" else args.store
+            store = open_store(target)
+            if args.store != "sqlite":  # a PostgreSQL database is reused: start from an empty tenant
+                for g in store.list_groups(TENANT):
+                    store.delete_group(TENANT, g.id)
+            groups_at = {s: 1000 if layout == "fixed" else s // 10 for s in sizes}
+            centres = unit(rng.standard_normal((max(groups_at.values()), WIDTH)).astype(np.float32))
+            have = 0
+            for size in sizes:
+                t = time.perf_counter()
+                grow(store, centres, have, size, layout, rng)
+                fill_s = time.perf_counter() - t
+                have = size
+                row = {"store": "sqlite" if args.store == "sqlite" else "postgresql", "layout": layout,
+                       "examples": size, "fill_s": round(fill_s, 1),
+                       **measure(store, centres, groups_at[size], args.requests, args.old, rng)}
+                print(json.dumps(row), flush=True)
+                results.append(row)
+            store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Build admission, learning from failure and back-off (minicache.admission), with fake models."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
+from minicache.admission import Admission, AdmissionConfig
+from minicache.engine import EngineConfig, MiniCache
+from minicache.store import SQLiteStore
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    made: list[MiniCache] = []
+
+    def factory(*, small: FakeSmall | None = None, admission: AdmissionConfig | None = None, **config) -> MiniCache:
+        mc = MiniCache(FakeTarget(), small or FakeSmall(), store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
+                       embedder=HashEmbedder(), sandbox=sandbox,
+                       config=EngineConfig(background_builds=False, admission=admission or AdmissionConfig(), **config))
+        made.append(mc)
+        return mc
+
+    yield factory
+    for mc in made:
+        mc.close()
+
+
+def costs(admission: Admission, miss: float, hit: float, build: float) -> None:
+    for _ in range(5):  # in a tenant of its own: costs are shared, arrivals are per tenant
+        admission.observe_request("costs", "measuring", "miss", miss)
+        admission.observe_request("costs", "measuring", "hit", hit)
+    admission.observe_build(build, ok=True)
+
+
+# -- admission ---------------------------------------------------------------------------------
+
+def test_a_one_off_group_is_never_built_even_when_builds_look_cheap():
+    admission = Admission(AdmissionConfig(warmup_requests=0))
+    costs(admission, miss=100.0, hit=0.0, build=0.001)
+    assert not admission.admits("t", 1)[0]
+    assert admission.admits("t", 2)[0]
+
+
+def test_one_off_groups_in_a_stream_are_never_built(make):
+    """build_after=1 would have built every group at its first request; admission builds none."""
+    mc = make(build_after=1, admission=AdmissionConfig(warmup_requests=0))
+    for values in CR_VALUES[:1]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    for values in SI_VALUES[:1]:
+        assert mc.solve(SIMPLE_INTEREST.ask(*values)).route == "miss"
+    assert mc.target.build_calls == 0 and mc.small.calls == []
+    assert mc.store.list_entries("default") == [] and mc.stats()["builds_ok"] + mc.stats()["builds_failed"] == 0
+
+
+def test_a_group_of_a_recurring_workload_is_built_and_one_of_a_non_recurring_one_is_not():
+    recurring, one_shot = Admission(AdmissionConfig(warmup_requests=0)), Admission(AdmissionConfig(warmup_requests=0))
+    for admission in (recurring, one_shot):
+        costs(admission, miss=10.0, hit=1.0, build=20.0)
+    for g in range(20):  # groups that came back about 12 times each ...
+        for _ in range(12):
+            recurring.observe_request("t", f"g{g}", "miss", 10.0)
+    for g in range(20):  # ... and groups that stopped at 3
+        for _ in range(3):
+            one_shot.observe_request("t", f"g{g}", "miss", 10.0)
+    ok, terms = recurring.admits("t", 3)
+    assert ok and terms["future"] == pytest.approx((20 * 9 + 3) / 21)
+    ok, terms = one_shot.admits("t", 3)
+    assert not ok and terms["gain_s"] < 0 and terms["future"] == pytest.approx(3 / 21)
+
+
+def test_costs_are_ewmas_of_what_was_measured_and_fallbacks_count_as_hit_attempts():
+    admission = Admission(AdmissionConfig(alpha=0.5))
+    admission.observe_request("t", "g", "miss", 4.0)
+    admission.observe_request("t", "g", "miss", 8.0)
+    admission.observe_request("t", "g", "hit", 1.0)
+    admission.observe_request("t", "g", "fallback", 9.0)
+    terms = admission.estimate("t", 2)
+    assert terms["miss_s"] == pytest.approx(6.0) and terms["hit_s"] == pytest.approx(5.0)
+    assert terms["build_s"] == pytest.approx(AdmissionConfig().build_prior * 6.0)  # no build measured yet
+    assert admission.arrivals("t", "g") == 4
+
+
+def test_with_a_free_target_measured_costs_keep_builds_out_once_warmed_up(make):
+    """With fake models a miss costs about what a hit does: no build can pay, so none is admitted."""
+    mc = make(admission=AdmissionConfig(warmup_requests=0, hit_prior=1.0))
+    for values in CR_VALUES[:4]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    assert mc.target.build_calls == 0 and mc.store.list_entries("default") == []
+
+
+# -- learning from failure ---------------------------------------------------------------------
+
+def held_questions(mc: MiniCache) -> list[list[str]]:
+    """Wrap the build's validation to record which requests each candidate is checked on."""
+    seen: list[list[str]] = []
+    validate = mc._validate
+
+    def spy(source, held, origin, prefix):
+        seen.append([ex.question for ex in held])
+        return validate(source, held, origin, prefix)
+
+    mc._validate = spy  # type: ignore[method-assign]
+    return seen
+
+
+def test_requests_an_entry_failed_on_join_the_next_builds_validation_set(make):
+    mc = make(use_rules=False, validate_n=2)
+    for values in CR_VALUES[:3]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    first = mc.store.list_entries("default", "active")[0]
+    mc.small.mode = "raise"
+    failed = [CURRENT_RATIO.ask(*values) for values in CR_VALUES[3:6]]
+    for question in failed:
+        assert mc.solve(question).route == "fallback"
+    assert mc.store.get_entry("default", first.id).status == "evicted"
+    record = mc.store.group_failure("default", first.group_id)
+    assert set(record["requests"]) == set(failed) and record["hit_errors"]
+    mc.small.mode = "ok"
+    seen = held_questions(mc)
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[6])).route == "miss"
+    assert seen and set(failed) <= set(seen[0])  # more than validate_n: the failures were added
+    rebuilt = mc.store.active_entry("default", first.group_id)
+    assert rebuilt is not None and rebuilt.id != first.id
+    assert mc.store.group_failure("default", first.group_id) is None  # learned: the record is spent
+
+
+def test_a_failed_build_records_which_examples_failed_which_check_and_the_retry_validates_on_them(make):
+    mc = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
+    questions = [CURRENT_RATIO.ask(*values) for values in CR_VALUES[:3]]
+    for question in questions:
+        mc.solve(question)
+    group = mc.store.list_groups("default")[0]
+    record = mc.store.group_failure("default", group.id)
+    assert record["kind"] == "build" and record["failures"] == 1 and record["n_examples"] == 3
+    assert record["checks"] and all({"example", "expected", "got", "variables"} <= set(c) for c in record["checks"])
+    failing = {ex.question for ex in mc.store.examples("default", group.id) if ex.id in record["examples"]}
+    assert failing and record["feedback"]
+    seen = held_questions(mc)
+    mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))  # the first failure waits only for a new example
+    assert seen and all(failing <= set(held) for held in seen)
+    assert mc.store.get_group("default", group.id).build_failures == 2
+
+
+def test_the_target_is_asked_again_with_the_recorded_feedback(make):
+    mc = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
+    for values in CR_VALUES[:3]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    feedback = mc.store.group_failure("default", mc.store.list_groups("default")[0].id)["feedback"]
+    mc.target.calls.clear()
+    mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    prompts = ["\n".join(m.content for m in call.messages) for call in mc.target.calls]
+    assert any(feedback.splitlines()[0] in p for p in prompts)
+
+
+# -- back-off ----------------------------------------------------------------------------------
+
+def test_a_group_that_keeps_failing_backs_off_exponentially(make):
+    config = AdmissionConfig(enabled=False, backoff_s=10.0)
+    mc = make(small=FakeSmall(mode="wrong"), admission=config)
+    waits = []
+    values = iter(CR_VALUES)
+    for _ in range(3):
+        mc.solve(CURRENT_RATIO.ask(*next(values)))
+    group_id = mc.store.list_groups("default")[0].id
+    for _ in range(3):
+        record = mc.store.group_failure("default", group_id)
+        group = mc.store.get_group("default", group_id)
+        waits.append(record["backoff_s"])
+        assert group.uncacheable_until == pytest.approx(record["at"] + record["backoff_s"], abs=1.0)
+        if record["backoff_s"]:  # while backing off, a new example does not retry
+            builds = mc.stats()["builds_failed"]
+            mc.solve(CURRENT_RATIO.ask(*next(values)))
+            assert mc.stats()["builds_failed"] == builds
+            group.uncacheable_until = time.time() - 1  # the back-off runs out
+            mc.store.update_group(group)
+        mc.solve(CURRENT_RATIO.ask(*next(values)))
+    assert waits == [0.0, 10.0, 20.0]
+    assert mc.store.group_failure("default", group_id)["backoff_s"] == 40.0
+    assert mc.store.get_group("default", group_id).status == "uncacheable"
