@@ -332,11 +332,11 @@ os_add("poisoning", "sys.modules entry", "import sys, math\ndef solve():\n    sy
 os_add("reply-forgery", "issue exploit 3 against the zygote", EXPLOIT_REPLY_FORGERY, ("ok", 1))
 os_add("reply-forgery", "write to fd 1", "import os\ndef solve():\n    os.write(1, b'{\"ok\": true, \"value\": 666}\\n')\n    return 4\n", ("ok", 4))
 os_add("reply-forgery", "read the next job from fd 0", "import os\ndef solve():\n    return os.read(0, 100)\n", ("error", "Bad file descriptor"))
-os_add("reply-forgery", "forge two frames on the reply pipe",
+os_add("reply-forgery", "two forged frames: the first is its own answer, the second goes nowhere",
        "import os, struct\ndef solve():\n    body = b'{\"ok\": true, \"value\": 666}'\n    for fd in range(3, 64):\n"
        "        try:\n            os.write(fd, struct.pack('!I', len(body)) + body + struct.pack('!I', len(body)) + body)\n"
        "        except OSError:\n            pass\n    return 5\n",
-       ("crash", "malformed reply"))
+       ("ok", 666))  # its own job only: the pool reads one frame and closes the pipe
 os_add("reply-forgery", "one forged frame answers only its own job",
        "import os, struct\ndef solve():\n    body = b'{\"ok\": true, \"value\": 666}'\n    for fd in range(3, 64):\n"
        "        try:\n            os.write(fd, struct.pack('!I', len(body)) + body)\n"

@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import select
+import socket
 import struct
 import subprocess
 import sys
@@ -36,6 +37,8 @@ __all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxUnavailable",
 _WORKER = Path(__file__).with_name("_worker.py")
 OS_LAYER_ENV = "MINICACHE_SANDBOX_OS_LAYER"
 _WALL_GRACE_S = 0.25  # past a job's wall-clock limit, for the child to be ready and the reply to travel
+_HEADER = struct.Struct("!I")  # a job's and a reply's length prefix (as in _worker)
+_MAX_FRAME = 4 * 65_536 + 4096  # _worker.MAX_REPLY_BYTES: no reply frame is longer
 _log = logging.getLogger(__name__)
 
 
@@ -62,23 +65,38 @@ class SandboxResult:
     worker: int = 0  # the pid of the zygote whose child ran the program
 
 
+def _ended_reply(ended: dict[str, Any]) -> dict[str, Any]:
+    """The reply for a child that ended without one, from how the zygote saw it end."""
+    sig = ended.get("signal")
+    if sig in ("SIGXCPU", "SIGKILL"):  # the soft, then the hard CPU limit
+        return {"ok": False, "kind": "timeout", "error": "program exceeded its CPU time limit"}
+    if sig:
+        return {"ok": False, "kind": "crash", "error": f"the program's process was killed by {sig}"}
+    return {"ok": False, "kind": "crash", "error": "the program's process ended without a complete reply"}
+
+
 class _Worker:
     """One zygote process (see :mod:`._worker`), used by one thread at a time (the pool's idle
-    queue hands it out), which writes a job and reads its reply on the zygote's pipes."""
+    queue hands it out). Jobs go to the zygote's stdin, where its waiting child reads them; each
+    child's reply pipe arrives ahead of time on a Unix socket, and the reply is read from it here."""
 
     def __init__(self, memory_bytes: int, cpu_s: float, os_layer: bool, python_layer: bool) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(_WORKER), str(memory_bytes), str(cpu_s),
-             "on" if os_layer else "off", "on" if python_layer else "off"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            bufsize=-1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
-            start_new_session=True)
-        self.pid = self.proc.pid
-        assert self.proc.stdout is not None
-        self._fd = self.proc.stdout.fileno()
-        self._pending = bytearray()  # only ever read by the one thread that holds this worker
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            ready = self._reply(time.monotonic() + 30) or {}
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_WORKER), str(memory_bytes), str(cpu_s),
+                 "on" if os_layer else "off", "on" if python_layer else "off"],
+                stdin=subprocess.PIPE, stdout=theirs.fileno(), stderr=subprocess.DEVNULL,
+                bufsize=-1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+                start_new_session=True)
+        finally:
+            theirs.close()
+        self.channel = ours
+        self.pid = self.proc.pid
+        self.cpu_s = cpu_s
+        self._reply_fd: int | None = None  # the read end of the waiting child's reply pipe
+        try:
+            ready = (self._receive(time.monotonic() + 30) or ({}, None))[0]
         except ValueError:
             ready = {}
         if not ready.get("ready"):
@@ -90,59 +108,78 @@ class _Worker:
                 f"(not safe against hostile programs, see docs/sandbox.md)")
         self.os_layer, self.netns = ready.get("os_layer", "off"), bool(ready.get("netns"))
 
-    def _read_until(self, ready: Any, deadline: float) -> bool:
-        """Read from the zygote until ``ready(self._pending)`` or the deadline; False on EOF/timeout."""
-        while not ready(self._pending):
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._fd], [], [], left)[0]:
-                return False
-            chunk = os.read(self._fd, 1 << 16)
-            if not chunk:
-                return False
-            self._pending += chunk
-        return True
+    def _receive(self, deadline: float) -> tuple[dict[str, Any], int | None] | None:
+        """One message from the zygote and the fd it carries; None on EOF or past the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.channel], [], [], left)[0]:
+            return None
+        data, fds, _flags, _addr = socket.recv_fds(self.channel, 1 << 16, 1)
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return None
+        return json.loads(data), (fds[0] if fds else None)
 
-    def _reply(self, deadline: float) -> dict[str, Any] | None:
-        """The zygote's status line, then the child's reply bytes when the status has a frame."""
-        if not self._read_until(lambda b: b"\n" in b, deadline):
-            return None
-        line, _, rest = bytes(self._pending).partition(b"\n")
-        self._pending = bytearray(rest)
-        status = json.loads(line)
-        if "frame" not in status:
-            return status
-        size = int(status["frame"])
-        if not self._read_until(lambda b: len(b) >= size, deadline):
-            return None
-        data, self._pending = bytes(self._pending[:size]), self._pending[size:]
-        try:
-            reply = json.loads(data)
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            return {"ok": False, "kind": "crash", "error": "the program's process sent a malformed reply"}
-        return reply
+    def _read_frame(self, fd: int, deadline: float) -> bytes | str:
+        """The child's one reply frame, or "eof" / "timeout" / "malformed"."""
+        data = bytearray()
+        need = _HEADER.size
+        while len(data) < need:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return "timeout"
+            chunk = os.read(fd, min(need - len(data), 1 << 16))
+            if not chunk:
+                return "eof"
+            data += chunk
+            if need == _HEADER.size and len(data) == need:
+                size = _HEADER.unpack(data)[0]
+                if size > _MAX_FRAME:
+                    return "malformed"
+                need += size
+        return bytes(data[_HEADER.size:])
 
     def request(self, job: dict[str, Any], wall_s: float) -> dict[str, Any]:
         """Send one job; its reply. Raises SandboxError ("timeout" past ``wall_s``, "crash" if the
         zygote died or sent garbage); the caller then kills this worker and starts another."""
         data = json.dumps(job).encode()
         assert self.proc.stdin is not None
+        if self._reply_fd is None:  # the last child may still be ending (at most its CPU limit)
+            self._reply_fd = self._next_pipe()[1]
+        fd, self._reply_fd = self._reply_fd, None
         try:
-            self.proc.stdin.write(struct.pack("!I", len(data)) + data)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise SandboxError(f"sandbox worker died: {exc}", kind="crash") from exc
-        deadline = time.monotonic() + wall_s + _WALL_GRACE_S
+            try:
+                self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError) as exc:
+                raise SandboxError(f"sandbox worker died: {exc}", kind="crash") from exc
+            frame = self._read_frame(fd, time.monotonic() + wall_s + _WALL_GRACE_S)
+        finally:
+            os.close(fd)  # whatever else the child writes goes nowhere
+        if frame == "timeout":
+            raise SandboxError(f"program exceeded the {wall_s:g}s time limit", kind="timeout")
+        if frame == "malformed":
+            return {"ok": False, "kind": "crash", "error": "the program's process wrote a malformed reply"}
+        if frame == "eof":  # the child ended without a reply: the zygote says how
+            ended, self._reply_fd = self._next_pipe()
+            return _ended_reply(ended)
         try:
-            reply = self._reply(deadline)
+            reply = json.loads(frame)
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            return {"ok": False, "kind": "crash", "error": "the program's process wrote a malformed reply"}
+        return reply
+
+    def _next_pipe(self) -> tuple[dict[str, Any], int]:
+        """The zygote's next message: how the last child ended, and the next child's reply pipe."""
+        try:
+            got = self._receive(time.monotonic() + self.cpu_s + 10)
         except (ValueError, OSError) as exc:
             raise SandboxError(f"sandbox worker sent garbage: {exc}", kind="crash") from exc
-        if reply is None:
-            if self.alive() and time.monotonic() >= deadline:
-                raise SandboxError(f"program exceeded the {wall_s:g}s time limit", kind="timeout")
+        if got is None or got[1] is None:
             raise SandboxError(f"sandbox worker died (exit {self.proc.poll()})", kind="crash")
-        return reply
+        return got[0].get("ended") or {}, got[1]
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -153,12 +190,15 @@ class _Worker:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait(timeout=5)
-        for pipe in (self.proc.stdin, self.proc.stdout):
+        for closing in (self.proc.stdin, self.channel):
             try:
-                if pipe:
-                    pipe.close()
+                if closing:
+                    closing.close()
             except OSError:
                 pass
+        if self._reply_fd is not None:
+            os.close(self._reply_fd)
+            self._reply_fd = None
 
 
 class SandboxPool:

@@ -1,34 +1,34 @@
 """Sandbox worker: a zygote that forks one fresh, sealed child per untrusted program.
 
 Started by :class:`minicache.sandbox.SandboxPool` as ``python -I -S _worker.py MEMORY CPU OS PY``
-(isolated mode, no site-packages, an environment without the caller's variables, cwd ``/``). It
-imports the allowed modules once, then loops: fork a child, wait for that child's reply, forward it.
+(isolated mode, no site-packages, an environment without the caller's variables, cwd ``/``) with a
+Unix socket to the pool as fd 1. It imports the allowed modules once, then loops: fork a child,
+hand the pool that child's reply pipe, wait for the child to end.
 
 Why a zygote and not a long-lived worker: whatever a program does to its interpreter (``math.sqrt
 = ...``, ``json.dumps = ...``, ``decimal.getcontext().prec = 2``) dies with its child, and the next
 job starts from the zygote's untouched copy. The zygote itself never runs untrusted code and never
-holds a job or a reply as a Python object: the child reads its job straight from stdin (the pool
-sends one length-prefixed job per idle worker), and the zygote copies the reply through one
-preallocated buffer that it zeroes afterwards. So the memory a child inherits holds no other
-tenant's variables or answers.
+sees a job or a reply: the child reads its job straight from stdin (the pool sends one
+length-prefixed job per idle worker) and writes its reply on a pipe whose only read end the pool
+holds. So the memory a child inherits holds no other tenant's variables or answers.
 
-The child, before it runs anything: reads its job, points fds 0-2 at /dev/null and closes every
-other fd but a fresh reply pipe (the zygote's channel to the pool is out of reach), lowers its
-limits (address space, CPU, file size, core dumps), asks to die with its parent, and installs the
-seccomp allow-list (see ``_seccomp``). It then writes exactly one length-prefixed reply and exits.
-The zygote reads at most one reply's worth of bytes, rejects a malformed frame, and reports how
-the child ended (CPU limit, crash); the wall clock is the pool's (see ``Zygote``). Zygote -> pool:
-one JSON status line (written by the zygote, never by a program), then the reply's bytes.
+The child, before it sees a job: points fds 1-2 at /dev/null (fd 1 is the zygote's socket to the
+pool) and closes every other fd but its reply pipe and stdin, lowers its limits (address space,
+CPU, file size, core dumps), asks to die with its parent, installs the seccomp allow-list (see
+``_seccomp``) and runs a trusted warm-up. Then it reads its job, closes stdin, runs the program,
+writes one length-prefixed reply and exits. The pool reads one frame and closes the pipe, so
+nothing a program writes beyond its own reply reaches anyone.
 """
 
+import array
 import builtins
 import io
 import json
 import math
 import os
 import resource
-import select
 import signal
+import socket
 import struct
 import sys
 import time
@@ -40,7 +40,7 @@ ALLOWED_MODULES = ("math", "statistics", "decimal", "fractions", "datetime", "re
 MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
 MAX_RESULT_CHARS = 65_536
 MAX_PRINT_CHARS = 8_192
-MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; one frame never more
+MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; the pool reads no more
 MAX_JOB_BYTES = 8 * 2**20
 _dumps, _loads = json.dumps, json.loads  # the child's own references: a program rebinding json.dumps cannot reach them
 _HEADER = struct.Struct("!I")
@@ -145,21 +145,6 @@ def _run(job, python_layer):
         return {"ok": False, "kind": "error", "error": message}
 
 
-def _failure(kind, message):
-    return {"ok": False, "kind": kind, "error": message}
-
-
-def _drain(fd, view):
-    """Read what a dead child left in its pipe (the write end is closed: this ends at EOF)."""
-    got = 0
-    while got < len(view):
-        n = os.readv(fd, [view[got:]])
-        if n == 0:
-            break
-        got += n
-    return got
-
-
 def _read_exact(fd, n):
     chunks, got = [], 0
     while got < n:
@@ -237,17 +222,26 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
     os._exit(0)
 
 
-class Zygote:
-    """The trusted parent: forks children, forwards each child's one reply, reports how it ended.
+def _ending(status):
+    """How a child ended, as the pool reads it when no complete reply came."""
+    if os.WIFSIGNALED(status):
+        return {"signal": signal.Signals(os.WTERMSIG(status)).name}
+    return {"exit": os.WEXITSTATUS(status)}
 
-    The wall clock is the pool's: on a timeout it kills this zygote's whole process group and
-    starts another, so the zygote sleeps until its child answers or ends, never waking mid-job."""
+
+class Zygote:
+    """The trusted parent: forks one child at a time and hands the pool the child's reply pipe.
+
+    For each child the zygote sends the pool one message on its socket (fd 1): the read end of
+    that child's fresh reply pipe, with how the previous child ended. The pool reads the reply
+    straight from the pipe, so a reply crosses two processes (child, pool) and never passes
+    through the zygote, which sleeps in ``waitpid`` while a job runs. The wall clock is the
+    pool's: on a timeout it kills this zygote's process group and starts another."""
 
     def __init__(self, memory, cpu_s, os_layer, python_layer):
         self.memory, self.cpu_s, self.python_layer = memory, cpu_s, python_layer
         self.installer = _seccomp.Installer() if os_layer else None
         self.devnull = os.open(os.devnull, os.O_RDWR)
-        self.buffer = bytearray(MAX_REPLY_BYTES)
 
     def fork(self):
         reply_r, reply_w = os.pipe()
@@ -261,79 +255,18 @@ class Zygote:
         os.close(reply_w)
         return pid, reply_r
 
-    def serve(self):
-        """Until the pool closes stdin: one child waits for the next job while its reply is read."""
-        child = self.fork()
+    def serve(self, channel):
+        """Until the pool closes stdin: fork a child, hand over its pipe, wait for it to end."""
+        ended = None
         while True:
-            status, n = self._collect(*child)
-            if status is None:
+            pid, reply_r = self.fork()
+            message = _dumps({"ended": ended}).encode()
+            channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reply_r]))])
+            os.close(reply_r)  # the pool's copy is the only one: nothing here can read a reply
+            status = os.waitpid(pid, 0)[1]
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_JOB:
                 return
-            self._send(status, n)
-            done, child = child, self.fork()  # the next child starts warming up at once
-            self._stop(done)
-
-    def _collect(self, pid, reply_r):
-        """Read the child's one frame: (status, frame length), or (None, 0) if no job came.
-
-        A complete frame is forwarded at once, without waiting for the child's exit (the caller
-        kills and reaps it): nothing the child writes later can reach anyone, since this pipe is
-        the child's alone and is closed after this job."""
-        view, got, exited = memoryview(self.buffer), 0, None
-        pidfd = os.pidfd_open(pid)
-        poller = select.poll()
-        poller.register(reply_r, select.POLLIN)
-        poller.register(pidfd, select.POLLIN)
-        try:
-            while True:
-                if got >= _HEADER.size:
-                    size = _HEADER.unpack_from(self.buffer)[0]
-                    if got == _HEADER.size + size:
-                        return {"frame": size}, size
-                    if got > _HEADER.size + size or size > len(self.buffer) - _HEADER.size:
-                        return _failure("crash", "the program's process wrote a malformed reply"), 0
-                if exited is not None:
-                    break
-                for fd, _ in poller.poll():
-                    if fd == reply_r:
-                        n = os.readv(reply_r, [view[got:]])
-                        got += n
-                        if n == 0:
-                            poller.unregister(reply_r)
-                    elif fd == pidfd and exited is None:
-                        exited = os.waitpid(pid, 0)[1]
-                        poller.unregister(pidfd)
-                        got += _drain(reply_r, view[got:])  # what it wrote before it died
-        finally:
-            os.close(pidfd)
-        if os.WIFEXITED(exited) and os.WEXITSTATUS(exited) == _NO_JOB and got == 0:
-            return None, 0
-        if os.WIFSIGNALED(exited):
-            sig = os.WTERMSIG(exited)
-            if sig in (signal.SIGXCPU, signal.SIGKILL):  # soft, then hard CPU limit
-                return _failure("timeout", "program exceeded its CPU time limit"), 0
-            return _failure("crash", f"the program's process was killed by {signal.Signals(sig).name}"), 0
-        return _failure("crash", "the program's process ended without a complete reply"), 0
-
-    def _stop(self, child):
-        pid, reply_r = child
-        os.close(reply_r)
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-
-    def _send(self, status, n):
-        parts = [memoryview((json.dumps(status) + "\n").encode()),
-                 memoryview(self.buffer)[_HEADER.size:_HEADER.size + n]]
-        while parts:  # one writev, usually; a partial write continues where it stopped
-            written = os.writev(1, parts)
-            while parts and written >= len(parts[0]):
-                written -= len(parts[0])
-                parts.pop(0)
-            if parts:
-                parts[0] = parts[0][written:]
-        self.buffer[:_HEADER.size + n] = bytes(_HEADER.size + n)  # no reply outlives its job in memory a child inherits
+            ended = _ending(status)
 
 
 def _probe(zygote):
@@ -379,7 +312,7 @@ def main():
     import gc
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the first collection
-    zygote.serve()
+    zygote.serve(socket.socket(fileno=1))
 
 
 if __name__ == "__main__":
