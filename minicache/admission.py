@@ -74,6 +74,7 @@ class Admission:
         self.miss, self.hit, self.build = Ewma(a), Ewma(a), Ewma(a)
         self.builds_ok = self.builds_failed = 0
         self.requests = 0
+        self.build_s_total = 0.0  # seconds of finished builds (a benchmark reports it per request)
         self._arrivals: dict[str, Counter[str]] = {}  # tenant -> group -> arrivals
         self._hist: dict[str, Counter[int]] = {}  # tenant -> arrivals -> groups with that many
         self._lock = threading.Lock()
@@ -100,6 +101,7 @@ class Admission:
     def observe_build(self, seconds: float, ok: bool) -> None:
         with self._lock:
             self.build.add(seconds)
+            self.build_s_total += seconds
             if ok:
                 self.builds_ok += 1
             else:

@@ -120,7 +120,7 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     with SandboxPool(size=2) as sandbox:
         kwargs = dict(dataset=str(dataset), methods=["pot", "exact", "gptcache", "minicache"], target=target,
                       small=small, embedder=HashEmbedder(), out=out, seed=1, concurrency=[1, 2],
-                      throughput_requests=4, sandbox=sandbox, command="test")
+                      throughput_requests=4, sandbox=sandbox, command="test", background_builds=False)
         results = run_benchmark(**kwargs)
         calls = len(target.calls)
         again = run_benchmark(**dict(kwargs, concurrency=[]))

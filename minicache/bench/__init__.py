@@ -25,10 +25,13 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
                   groups: int | None = None, seed: int = 0, concurrency: list[int] | None = None,
                   throughput_requests: int = 24, throughput_methods: tuple[str, ...] = ("pot", "minicache"),
                   pad_tokens: list[int] | None = None, pad_requests: int = 20, use_group_labels: bool = False,
-                  sandbox=None, command: str = "", subset: dict[str, int] | None = None) -> dict[str, Any]:
+                  sandbox=None, command: str = "", subset: dict[str, int] | None = None,
+                  background_builds: bool = True) -> dict[str, Any]:
     """Run each method over the same shuffled stream and write results.json, requests.jsonl, report.md, plots.
 
     ``subset`` limits a method to the first N requests of the stream (e.g. the slower baselines).
+    ``background_builds``: minicache builds while the stream continues, as in serving (False: on
+    the request that triggers them, for tests that need hits at fixed places in a short stream).
     """
     from ..sandbox import SandboxPool
 
@@ -50,6 +53,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         "config": {"dataset": dataset, "methods": methods, "limit": limit, "groups": groups, "seed": seed,
                    "concurrency": concurrency or [], "throughput_requests": len(fresh), "pad_context": pad_tokens or [],
                    "use_group_labels": use_group_labels, "subset": subset or {}, "command": command,
+                   "background_builds": background_builds,
                    "tolerance": "math.isclose(rel_tol=1e-3, abs_tol=0.01)",
                    "target": getattr(target, "name", "?"), "small": getattr(small, "name", "?")},
         "machine": machine(), "methods": {}}
@@ -58,7 +62,8 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         results["methods"].update(previous.get("methods", {}))
     all_rows: dict[str, list[dict[str, Any]]] = {}
     for name in methods:
-        method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels)
+        method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels,
+                                      background_builds)
         requests = stream[: subset[name]] if subset and name in subset else stream
         recorded = read_done(requests_path)
         serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
@@ -68,6 +73,8 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         if name == "minicache":
             block["routing"] = group_purity(rows)
             engine = method.engine  # type: ignore[attr-defined]
+            engine.wait_for_builds()  # background builds still running end here, before any snapshot
+            block["build_compute_s"] = engine.admission.build_s_total  # rows' detail.build_s, plus the tail
             previous_stats = results["methods"].get(name, {}).get("engine_stats")
             # A snapshot after the stream, before throughput and padding. The sandbox counters live
             # in this process; a run that only read the stream back did none of its work, so it

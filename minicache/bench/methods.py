@@ -242,18 +242,27 @@ class MiniCacheMethod:
     def __init__(self, engine: MiniCache, use_group_labels: bool = False) -> None:
         self.engine = engine
         self.use_group_labels = use_group_labels
+        self._build_s = 0.0
+
+    def _builds_since(self) -> float:
+        """Seconds of background builds that finished since the last request (they ran while the
+        stream continued, slowing the requests they overlapped: reported, not hidden)."""
+        total = self.engine.admission.build_s_total
+        done, self._build_s = total - self._build_s, total
+        return done
 
     def solve(self, r: BenchRequest) -> Outcome:
         try:
             res = self.engine.solve(r.question, r.context, group=r.group if self.use_group_labels else None)
         except SolveError as exc:
-            return Outcome(None, "error", detail={"error": str(exc)})
+            return Outcome(None, "error", detail={"error": str(exc), "build_s": self._builds_since()})
         answer: Any = res.answer
         if r.kind == "action":
             answer = parse_action(answer) if isinstance(answer, str) else answer
         return Outcome(answer, "hit" if res.route == "hit" else "miss", res.tokens["target"], res.tokens["small"],
                        {"route": res.route, "group": res.group, "extraction": res.extraction,
-                        "timings": res.timings, "fallback_reason": res.fallback_reason})
+                        "timings": res.timings, "fallback_reason": res.fallback_reason,
+                        "build_s": self._builds_since()})
 
 
 class NoReuse:
@@ -310,7 +319,7 @@ METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minica
 
 
 def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
-                 store_path: str, use_group_labels: bool = False) -> Method:
+                 store_path: str, use_group_labels: bool = False, background_builds: bool = True) -> Method:
     pot = PoT(target, sandbox)
     if name == "direct":
         return Direct(target)
@@ -326,8 +335,9 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
         return GenCacheLike(pot, target, sandbox, embedder)
     if name == "minicache":
         # No audits unless asked for (MINICACHE_AUDIT_RATE): they would add target calls to the stream.
+        # Builds run in the background as in serving, while the stream continues (issue 18).
         engine = MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
-                           config=EngineConfig(background_builds=False,
+                           config=EngineConfig(background_builds=background_builds,
                                                audit_rate=float(os.environ.get("MINICACHE_AUDIT_RATE", "0"))))
         return MiniCacheMethod(engine, use_group_labels)
     if name == "no-reuse":
