@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder
+from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 from minicache.engine import EngineConfig, MiniCache
 from minicache.errors import ConfigError
 from minicache.server import ServerConfig, create_app, load_server_config
@@ -1025,6 +1026,31 @@ def test_sqlite_write_lock_held_elsewhere_is_a_bounded_503_with_retry_after(make
         holder.wait()
     assert state_of(rig.store) == before
     chat(rig, CURRENT_RATIO, CR_VALUES[1], key=KEY_A)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_nul_bytes_and_surrogates_are_400_and_write_nothing(make, pg_dsn):
+    from minicache.store import PostgresStore
+
+    rig = make(AUTH, store=PostgresStore(pg_dsn))
+    admin = bearer(KEY_ADMIN)
+    for values in CR_VALUES[:3]:
+        chat(rig, CURRENT_RATIO, values, key=KEY_A)
+    exported = rig.client.get("/admin/export", params={"tenant": "a"}, headers=admin).json()
+    before = state_of(rig.store, tenants=("default", "a", "b"))
+    r = rig.client.post("/v1/chat/completions", headers=bearer(KEY_A),
+                        json=chat_body(CURRENT_RATIO, CR_VALUES[3], minicache={"group": "g\x00"}))
+    assert_error(r, 400)
+    assert_error(rig.client.post("/v1/solve", json={"question": "q\x00"}, headers=bearer(KEY_A)), 400)
+    r = rig.client.post("/v1/solve", content=b'{"question": "q", "group": "\\ud800"}', headers=bearer(KEY_A))
+    assert_error(r, 400, "invalid_json")
+    for bad in ({"group_id": "g\x00"}, {"examples": [{"question": "q\x00", "answer": 1}]}):
+        r = rig.client.post("/admin/import", params={"tenant": "b"}, json=[{**exported[0], **bad}], headers=admin)
+        assert_error(r, 400, "invalid_entries")
+    assert_error(rig.client.get("/admin/entries", params={"tenant": "\x00"}, headers=admin), 400)
+    assert_error(rig.client.get("/admin/entries/a%00b", params={"tenant": "a"}, headers=admin), 400)
+    assert state_of(rig.store, tenants=("default", "a", "b")) == before
+    assert chat(rig, CURRENT_RATIO, CR_VALUES[3], key=KEY_A)["minicache"]["route"] == "hit"
 
 
 def test_repeated_bad_keys_are_throttled_per_client_address(make):
