@@ -87,6 +87,8 @@ def test_a_tenant_key_sees_its_own_tenant_and_is_refused_another(dash):
                 "/dashboard/events?tenant=a"):
         r = c.get(url)
         assert r.status_code == 403 and "cannot open tenant" in r.text, url
+    own = c.get("/dashboard").text
+    assert "tenant b" in own and 'id="latency"' not in own and 'id="tenants"' not in own  # admins only
     r = c.get(f"/dashboard/entries/{entry_a}")  # under its own tenant: no such entry
     assert r.status_code == 404 and entry_a in r.text
     assert "current_assets" not in r.text
@@ -131,6 +133,9 @@ def test_groups_and_entry_pages_show_status_program_template_and_requests(dash):
     groups = " ".join(c.get("/dashboard/groups?tenant=a").text.split())
     assert "2 groups: 1 cached, 0 building, 0 uncacheable, 1 gathering examples" in groups
     assert f'/dashboard/entries/{entry_id}?tenant=a' in groups
+    overview = c.get("/dashboard?tenant=a").text
+    latency = overview[overview.index('id="latency"'):overview.index("</table>", overview.index('id="latency"'))]
+    assert "b-hit" in latency and "b-miss" in latency and " ms" in latency
     page = c.get(f"/dashboard/entries/{entry_id}?tenant=a").text
     assert 'class="code"' in page  # highlighted by Pygments
     for name in ("current_assets", "current_liabilities"):

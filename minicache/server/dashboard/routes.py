@@ -62,7 +62,7 @@ def _environment() -> Environment:
                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
     env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
     env.filters["num"] = lambda x: f"{int(x):,}" if float(x).is_integer() else f"{x:,.2f}"
-    env.filters["ms"] = lambda s: "inf" if s == float("inf") else f"{1000 * s:,.0f} ms" if s < 10 else f"{s:,.1f} s"
+    env.filters["ms"] = lambda s: "∞" if s == float("inf") else f"{1000 * s:,.0f} ms" if s < 10 else f"{s:,.1f} s"
     env.filters["when"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t else "-"
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str, ensure_ascii=False)
     return env

@@ -55,17 +55,19 @@ def latency_by_route(metrics: Any) -> list[dict[str, Any]]:
         buckets = sorted(row.pop("buckets"))
         row["mean"] = row["sum"] / row["count"]
         row["p50"] = _quantile_bound(buckets, row["count"], 0.50)
-        row["p95"] = _quantile_bound(buckets, row["count"], 0.95)
+        row["p95"] = _quantile_bound(buckets, row["count"], 0.95)  # (bound, beyond the largest finite one)
         out.append(row)
     return out
 
 
-def _quantile_bound(buckets: list[tuple[float, float]], count: int, q: float) -> float:
-    """The upper bound of the histogram bucket holding the q-quantile (what a histogram can say)."""
-    for bound, cumulative in buckets:
+def _quantile_bound(buckets: list[tuple[float, float]], count: int, q: float) -> tuple[float, bool]:
+    """The upper bound of the histogram bucket holding the q-quantile (what a histogram can say), and
+    whether it lies beyond the largest finite bound (then that bound is given: "more than")."""
+    finite = [b for b in buckets if math.isfinite(b[0])]
+    for bound, cumulative in finite:
         if cumulative >= q * count:
-            return bound
-    return math.inf
+            return bound, False
+    return (finite[-1][0] if finite else math.inf), True
 
 
 def overview(engine: Any, metrics: Any, tracker: Any, tenant: str, tenants: list[str] | None, unit: str) -> dict[str, Any]:
