@@ -36,7 +36,7 @@ _UNITS = {"year", "month", "day", "week", "quarter", "period", "hour", "minute",
           "employee", "customer", "time", "installment", "payment", "person", "people"}
 _STOP = set("a an the and or of for is are was were be by at to in on with from as if its it this that what how "
             "much many per each given has have had will would which who its their our your".split())
-BEFORE = 6  # cue window: words before a number
+BEFORE, AFTER = 6, 4  # words before and after a number that may describe it
 
 
 @dataclass
@@ -88,23 +88,40 @@ def stems(words: list[str]) -> list[str]:
     return [w[:5] for w in words if len(w) >= 3 and w not in _STOP]
 
 
-def words_before(text: str, pos: Position, floor: int) -> list[str]:
-    """Up to BEFORE words before a number, nearest first, not reaching back past ``floor`` (the end of
-    the previous number): "current assets are $45,000 and current liabilities are $30,000" gives the
-    second number "are, liabilities, current, and" and not the first number's words."""
-    return _WORD.findall(text[max(floor, pos.start - 80):pos.start].lower())[::-1][:BEFORE]
+_SEPARATORS = {",", ";", ".", ":", "!", "?", "and", "while", "whereas", "but", "with", "against", "versus"}
+_TOKEN = re.compile(r"[a-z]+|[,;.:!?]")
 
 
-def floors(pos: list[Position]) -> dict[int, int]:
-    """For each position, where its words may begin: the end of the number before it."""
-    return {p.start: (pos[i - 1].end if i else 0) for i, p in enumerate(pos)}
+def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, int]]]:
+    """For each number, the words that describe it with their weight (nearer weighs more).
+
+    Words before a number count (up to BEFORE, weights 6..1), and so do words right after it up to
+    the next separator (up to AFTER, weights 4..1): between two numbers, the words before the first
+    separator ("," "and" "while" ...) describe the earlier number ("$750,000 *in total liabilities*
+    and $250,000 in shareholders' equity"), the rest the later one ("... assets are $45,000 and
+    *current liabilities are* $30,000")."""
+    out: dict[int, list[tuple[str, int]]] = {p.start: [] for p in pos}
+    for i, p in enumerate(pos):
+        gap = text[pos[i - 1].end if i else max(0, p.start - 80):p.start].lower()
+        tokens = _TOKEN.findall(gap)
+        if i:  # the part before the first separator belongs to the previous number
+            cut = next((k for k, t in enumerate(tokens) if t in _SEPARATORS), None)
+            after_prev = [t for t in (tokens[:cut] if cut is not None else []) if t.isalpha()][:AFTER]
+            out[pos[i - 1].start] += [(w, AFTER + 1 - d) for d, w in enumerate(after_prev, start=1)]
+            tokens = tokens[cut + 1:] if cut is not None else tokens
+        before = [t for t in tokens if t.isalpha()][::-1][:BEFORE]
+        out[p.start] += [(w, BEFORE + 1 - d) for d, w in enumerate(before, start=1)]
+    if pos:  # the last number's words after it, up to a separator
+        tail = _TOKEN.findall(text[pos[-1].end:pos[-1].end + 60].lower())
+        cut = next((k for k, t in enumerate(tail) if t in _SEPARATORS), len(tail))
+        out[pos[-1].start] += [(w, AFTER + 1 - d) for d, w in enumerate(tail[:cut][:AFTER], start=1)]
+    return out
 
 
-def cue_score(words: list[str], cues: set[str], weights: dict[str, float] | None = None) -> float:
-    """How well the words before a number (nearest first) match ``cues``: a cue word right before
-    the number scores 6, six words back 1, times its weight (1 unless given)."""
-    return sum((BEFORE + 1 - d) * (weights or {}).get(w[:5], 1.0)
-               for d, w in enumerate(words, start=1) if w not in _STOP and w[:5] in cues)
+def cue_score(words: list[tuple[str, int]], cues: set[str], weights: dict[str, float] | None = None) -> float:
+    """How well a number's describing words match ``cues``: each matching content word adds its
+    nearness weight, times the cue's weight (1 unless given)."""
+    return sum(near * (weights or {}).get(w[:5], 1.0) for w, near in words if w not in _STOP and w[:5] in cues)
 
 
 def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) -> dict[str, Any] | None:
@@ -112,7 +129,7 @@ def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) 
     once in the text (then nobody can tell which number it was), a variable is text, or two
     variables took the same number."""
     pos = positions(text)
-    floor = floors(pos)
+    described = number_words(text, pos)
     slots: dict[str, Any] = {}
     taken: set[int] = set()
     for var in template:
@@ -124,8 +141,11 @@ def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) 
             return None
         p, reading = where[0]
         taken.add(p.start)
-        cues = set(stems(words_before(text, p, floor[p.start])))
-        slots[var.name] = {"kind": p.kind, "scaled": reading == 1, "cues": sorted(cues)}
+        cues = set(stems([w for w, _ in described[p.start]]))
+        # How the example wrote its size: a plain amount ("$450,000"), a scale word read in full
+        # ("2.4 million" as 2,400,000) or a scale word taken as written (2.4, a program in millions).
+        scale = "none" if len(p.readings) == 1 else "scaled" if reading == 1 else "raw"
+        slots[var.name] = {"kind": p.kind, "scale": scale, "cues": sorted(cues)}
     constants = [[p.kind, p.values()[0]] for p in pos if p.start not in taken]
     return {"slots": slots, "constants": constants}
 
@@ -151,14 +171,14 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
     pos = positions(text)
     slots = exemplar.get("slots") or {}
     weights = _weights(slots)
-    floor = floors(pos)
-    words = {p.start: words_before(text, p, floor[p.start]) for p in pos}
+    words = number_words(text, pos)
     chosen: dict[str, Position] = {}
     reasons: list[str] = []
     for name, slot in slots.items():
         cues = set(slot["cues"])
         score = {p.start: cue_score(words[p.start], cues, weights) for p in pos}
-        same = [p for p in pos if p.kind == slot["kind"] and (not slot["scaled"] or len(p.readings) > 1)]
+        # A number written without a scale word cannot be read in the units of one written with it.
+        same = [p for p in pos if p.kind == slot["kind"] and (slot["scale"] != "raw" or len(p.readings) > 1)]
         if not same:
             reasons.append(f"no {slot['kind']} number for {name}")
             continue
@@ -176,7 +196,8 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
     for name in [n for n, p in chosen.items() if starts.count(p.start) > 1]:
         reasons.append(f"{name} shares its number with another variable")
         del chosen[name]
-    values = {name: p.readings[1 if slots[name]["scaled"] else 0].value for name, p in chosen.items()}
+    # "$1.2 million" where the example wrote "$450,000" or "2.4 million" read in full: the full amount.
+    values = {name: p.readings[-1 if slots[name]["scale"] != "raw" else 0].value for name, p in chosen.items()}
     if len(chosen) < len(slots):
         return Alignment(values, False, "; ".join(reasons))
     kinds = {slot["kind"] for slot in slots.values()}

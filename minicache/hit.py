@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .align import Alignment, align, cue_score, floors, learn_exemplars, positions, stems, words_before
+from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, stems
 from .extraction import Extraction, ExtractionError, Extractor, apply_rule, check_types
 from .lifting import EXAMPLE_MARK
 from .store.base import Entry, Variable
@@ -187,8 +187,7 @@ def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[s
                     raise HitRefused("duplicate", f"{a.name} and {b.name} both took {v}, written once")
     exemplars = (entry.validation.get("profile") or {}).get("exemplars", [])
     cues = {var.name: _cues(var, exemplars) for var in numeric}
-    floor = floors(pos)
-    words = {p.start: words_before(text, p, floor[p.start]) for p in pos}
+    words = number_words(text, pos)
     score = {(var.name, p.start): cue_score(words[p.start], cues[var.name]) for var in numeric for p in pos}
     at = {var.name: [p for p in pos if values[var.name] in p.values()] for var in numeric}
     taken = {p.start for ps in at.values() for p in ps}

@@ -315,6 +315,17 @@ def test_an_exemplar_from_one_example_aligns_a_new_request():
     assert align(exemplar, flipped).values == {"current_assets": 64000, "current_liabilities": 16000}
 
 
+def test_words_after_a_number_describe_it_up_to_a_separator():
+    template = [Variable("total_liabilities"), Variable("shareholders_equity")]
+    exemplar = learn_exemplar(template, "Company ABC has total liabilities of $450,000 and shareholders' equity worth "
+                                        "$150,000.", {"total_liabilities": 450000, "shareholders_equity": 150000})
+    text = "A company has $750,000 in total liabilities and $250,000 in shareholders' equity."
+    assert align(exemplar, text).values == {"total_liabilities": 750000, "shareholders_equity": 250000}
+    # Written with a scale word where the example had none: the full amount, not 1.2.
+    scaled = "Its shareholders' equity jumps to $1.2 million, and it carries total liabilities of $800,000."
+    assert align(exemplar, scaled).values == {"total_liabilities": 800000, "shareholders_equity": 1200000}
+
+
 def test_alignment_refuses_a_leftover_number_and_ties():
     exemplar = learn_exemplar(CR_TEMPLATE, CURRENT_RATIO.ask(45000, 30000),
                               {"current_assets": 45000, "current_liabilities": 30000})
@@ -344,7 +355,7 @@ def test_an_exemplar_that_misreads_a_validated_example_is_dropped():
 def test_scaled_values_align_with_the_reading_the_example_used():
     template = [Variable("revenue")]
     exemplar = learn_exemplar(template, "Revenue was 2.4 million this year.", {"revenue": 2400000})
-    assert exemplar["slots"]["revenue"]["scaled"] is True
+    assert exemplar["slots"]["revenue"]["scale"] == "scaled"
     assert align(exemplar, "Revenue was 3.1 million this year.").values == {"revenue": 3100000}
     assert [p.values() for p in positions("3.1 million")] == [[3.1, 3100000]]
 
