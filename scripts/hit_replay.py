@@ -12,19 +12,26 @@ and both answers are compared with the gold answer. The small model's extraction
 prompt, so both paths see the same model output.
 
     .venv/bin/python scripts/hit_replay.py [--per-group 20]
+
+``--oracle`` uses no model at all and measures alignment alone: a validated example's values are the
+one assignment of its request's numbers to the variables that gives the gold answer (examples with
+none or several are skipped), and each later request is aligned with the exemplars and checked
+against its gold answer (right, wrong, refused by the range/unit checks, or not aligned).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import itertools
 import time
 from typing import Any
 
 from minicache.bench.data import is_correct, load
 from minicache.engine import _strip_prefix, shared_prefix
-from minicache.extraction import ExtractionError, Extraction, Extractor, learn_rules
-from minicache.hit import HitRefused, HitVerifier, learn_profile
+from minicache.align import align
+from minicache.extraction import Extraction, ExtractionError, Extractor, candidate_values, learn_rules
+from minicache.hit import HitRefused, HitVerifier, check_values, learn_profile
 from minicache.models.base import set_real_models_allowed
 from minicache.store import Entry, Variable
 
@@ -39,6 +46,15 @@ FORMULAS: dict[str, tuple[list[Variable], Any]] = {
                          Variable("rate_pct", "number", "annual interest rate, percent as written"),
                          Variable("years", "number", "time, years")],
                         lambda principal, rate_pct, years: principal * rate_pct / 100 * years),
+    "Working Capital": ([Variable("current_assets", "number", "current assets, dollars"),
+                         Variable("current_liabilities", "number", "current liabilities, dollars")],
+                        lambda current_assets, current_liabilities: current_assets - current_liabilities),
+    "Interest Coverage Ratio": ([Variable("ebit", "number", "earnings before interest and taxes, dollars"),
+                                 Variable("interest_expense", "number", "interest expense, dollars")],
+                                lambda ebit, interest_expense: ebit / interest_expense),
+    "Price-to-Earnings Ratio (P/E Ratio)": ([Variable("price", "number", "share price, dollars"),
+                                             Variable("eps", "number", "earnings per share, dollars")],
+                                            lambda price, eps: price / eps),
 }
 
 
@@ -54,11 +70,56 @@ class Memo(Extractor):
         return self.cache[key]
 
 
+def oracle(per_group: int, validate: int) -> None:
+    """Alignment alone, from examples whose values the gold answer determines (no model)."""
+    requests = load("formula")
+    for label, (template, compute) in FORMULAS.items():
+        group = [r for r in requests if r.group == label][:per_group]
+        prefix = shared_prefix([r.question for r in group[:validate]])
+        validated = []
+        for r in group[:validate]:
+            body = _strip_prefix(r.question, prefix)
+            fits = []
+            for combo in itertools.permutations(candidate_values(body), len(template)):
+                values = dict(zip([v.name for v in template], combo))
+                try:
+                    if is_correct(r, compute(**values)):
+                        fits.append(values)
+                except ZeroDivisionError:
+                    pass
+            if len(fits) == 1:
+                validated.append((body, fits[0]))
+        profile = learn_profile(template, validated, [r.answer for r in group[:validate]])
+        counts = collections.Counter()
+        for r in group[validate:]:
+            body = _strip_prefix(r.question, prefix)
+            done = [a for a in (align(e, body) for e in profile["exemplars"]) if a.complete]
+            if not done:
+                counts["not aligned"] += 1
+                continue
+            try:
+                check_values(profile, template, done[0].values, body, 100.0)
+            except HitRefused:
+                counts["refused by range/unit"] += 1
+                continue
+            counts["right" if is_correct(r, compute(**done[0].values)) else "wrong"] += 1
+        print(f"{label}: {len(validated)} of {validate} examples determined by the gold answer, "
+              f"{len(profile['exemplars'])} exemplars; later requests: {dict(counts)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--per-group", type=int, default=20)
     parser.add_argument("--validate", type=int, default=3)
+    parser.add_argument("--oracle", action="store_true", help="alignment alone, no model")
+    parser.add_argument("--only", help="comma-separated formulas (default: all of FORMULAS)")
     args = parser.parse_args()
+    if args.only:
+        for name in set(FORMULAS) - set(args.only.split(",")):
+            del FORMULAS[name]
+    if args.oracle:
+        oracle(args.per_group, args.validate)
+        return
     from minicache.models.llamacpp import LlamaCppBackend
 
     set_real_models_allowed(True)
