@@ -47,6 +47,7 @@ def make(tmp_path, sandbox):
     def factory(config: ServerConfig | None = None, *, target: FakeTarget | None = None,
                 store: SQLiteStore | None = None, **engine_config) -> Rig:
         store = store or SQLiteStore(tmp_path / f"mc{len(made)}.db")
+        engine_config.setdefault("audit_rate", 0.0)  # random background audits would change the counts tested here
         target = target or FakeTarget()
         mc = MiniCache(target, FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
                        config=EngineConfig(background_builds=False, **engine_config))

@@ -35,7 +35,7 @@ def api(tmp_path_factory, sandbox):
     """An app with one built entry for tenant a, and its OpenAPI schema."""
     store = SQLiteStore(tmp_path_factory.mktemp("fuzz") / "fuzz.db")
     engine = MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
-                       config=EngineConfig(background_builds=False))
+                       config=EngineConfig(background_builds=False, audit_rate=0.0))  # no background writes
     # no rate limits: the fuzzer sends many requests, including wrong keys, from one address
     config = ServerConfig(api_keys={KEY_A: "a"}, admin_keys={KEY_ADMIN}, rate_per_s=0, auth_fail_per_s=0)
     client = TestClient(create_app(engine, config))
