@@ -11,7 +11,9 @@ index: reported as ``load``), then ``--requests`` routes of requests near random
 index refreshing from the store on *every* request (``refresh_s=0``, the worst case; the default is
 once a second). The embedder is a stub returning the request's precomputed vector, so the figures
 are routing alone (MiniLM adds a constant few milliseconds). ``--old`` also times the previous
-path: every example's embedding read from the store (``routing_index``) and searched.
+path: every example's embedding read from the store (``routing_index``) and searched. SQLite is
+filled through ``import_entries``; PostgreSQL with one ``executemany`` (add_example's round trips
+took minutes per 10k rows on this machine).
 
     .venv/bin/python scripts/route_latency.py --store sqlite
     .venv/bin/python scripts/route_latency.py --store postgresql://... --old 10
@@ -63,9 +65,18 @@ def grow(store, centres: np.ndarray, start: int, stop: int, layout: str, rng: np
         vectors = unit(centres[ids] + 0.25 * rng.standard_normal((hi - lo, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
         for g in sorted(set(ids.tolist())):
             store.ensure_group(TENANT, f"g{g}")
-        store.import_entries([], [Example(id=f"ex{i}", tenant=TENANT, group_id=f"g{g}", question="q", context=None,
-                                          program="def solve():\n    return 1\n", answer=1, variables={},
-                                          embedding=v) for i, g, v in zip(range(lo, hi), ids, vectors)])
+        examples = [Example(id=f"ex{i}", tenant=TENANT, group_id=f"g{g}", question="q", context=None,
+                            program="def solve():\n    return 1\n", answer=1, variables={}, embedding=v)
+                    for i, g, v in zip(range(lo, hi), ids, vectors)]
+        if hasattr(store, "_pool"):  # PostgreSQL: one executemany (add_example's round trips took minutes)
+            with store._tx() as c:
+                c.cursor().executemany(
+                    "INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
+                    "embedding, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                    [(e.tenant, e.id, e.group_id, e.question, None, e.program, "1", "{}", e.embedding.tobytes(),
+                      e.created_at) for e in examples])
+        else:
+            store.import_entries([], examples)
 
 
 def percentiles(seconds: list[float]) -> dict[str, float]:
