@@ -176,7 +176,8 @@ def _describe(raw: dict[str, Any], tenant: str | None) -> tuple[str, str | None,
     group, entry = raw.get("group"), raw.get("entry")
     if raw.get("event") == "build":
         if raw.get("ok"):
-            return "build", tenant, group, entry, f"built from {raw.get('source')}, {raw.get('rules', 0)} rules"
+            rules = raw.get("rules", 0)
+            return "build", tenant, group, entry, f"built from {raw.get('source')}, {rules} rule{'' if rules == 1 else 's'}"
         detail = f"build failed after {raw.get('attempts', 0)} attempts"
         if raw.get("error"):
             detail += f": {raw['error']}"
