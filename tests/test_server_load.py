@@ -16,6 +16,7 @@ import pytest
 
 from fakes import (CURRENT_RATIO, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder, first_build_request,
                    numbers_in, request_of)
+from minicache.admission import AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.sandbox import SandboxPool
 from minicache.server import ServerConfig, create_app
@@ -126,7 +127,9 @@ def test_bounded_load_run_has_no_server_errors_and_consistent_counts(tmp_path):
 
     with SandboxPool(size=4) as sandbox:
         engine = MiniCache(ThreeDomainTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "load.db"),
-                           embedder=HashEmbedder(), sandbox=sandbox, config=EngineConfig(background_builds=True))
+                           embedder=HashEmbedder(), sandbox=sandbox,
+                           # admission off: with fake models no build pays once its estimates warm up
+                           config=EngineConfig(background_builds=True, admission=AdmissionConfig(enabled=False)))
         config = ServerConfig(api_keys=KEYS, admin_keys={ADMIN}, rate_per_s=0, max_inflight=256)
         try:
             with BackgroundServer(create_app(engine, config)) as server:
