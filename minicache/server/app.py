@@ -22,6 +22,7 @@ from .. import __version__
 from ..engine import MiniCache
 from . import errors
 from .config import ServerConfig
+from .dashboard import dashboard_router
 from .middleware import GuardMiddleware
 from .openai_format import SafeJSONResponse
 from .routers import admin_router, ops_router, v1_router
@@ -53,6 +54,7 @@ def create_app(engine: MiniCache, config: ServerConfig | None = None) -> FastAPI
     app.include_router(admin_router)
     app.include_router(ops_router)
     # Further routers (the dashboard) are included here, after the API's own.
+    app.include_router(dashboard_router(server))
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
