@@ -6,6 +6,7 @@ are its three stages. Generated code only ever runs in the sandbox's worker proc
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import math
@@ -24,7 +25,7 @@ from .admission import Admission, AdmissionConfig, backing_off, record_build_fai
 from .errors import BackendError, InvalidRequest, MiniCacheError
 from .extraction import ExtractionError, Extractor, candidate_values, learn_rules
 from .hit import ZERO_MODEL_PATHS, HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile
-from .lifting import lift, own_values, program_inputs
+from .lifting import lift, program_inputs
 from .models.base import GenerationOptions, Message, ModelBackend
 from .programs import extract_code
 from .prompts import plain_pot_messages
@@ -214,6 +215,19 @@ class _Candidate:
 
 _ROUTE_COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks",
                    "step-reuse": "step_reuse", "step-patch": "step_patch", "step-skip": "step_skip"}
+
+
+def _without_defaults(source: str) -> str:
+    """``source`` without comments and with ``solve``'s defaults blanked. Candidates that differ only
+    there compute the same on every example compared (each gets a value for every parameter), so a
+    build runs one of them per example, not each of them: with each example's lifted program its own
+    candidate, comparing all of them made a build quadratic in sandbox runs (tests/test_server_load.py)."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "solve":
+            node.args.defaults = [ast.Constant(None) for _ in node.args.defaults]
+            node.args.kw_defaults = [None if d is None else ast.Constant(None) for d in node.args.kw_defaults]
+    return ast.unparse(tree)
 
 
 class MiniCache:
@@ -573,21 +587,29 @@ class MiniCache:
         compared and none has a majority (the group's examples disagree: nothing to cache yet)."""
         texts = {ex.id: _strip_prefix(_request_text(ex.question, ex.context), prefix) for ex in examples}
         found: list[_Candidate] = []
+        # Each example's own values, lifted once here: lifting per (candidate, example) pair made a
+        # build quadratic in lifts, and queued builds of busy groups took minutes (tests/test_server_load.py).
+        inputs: dict[str, dict[str, Any]] = {}
+        shapes: set[str] = set()
         for ex in reversed(examples):
             try:
-                parse_signature(ex.program)
+                inputs[ex.id] = parse_signature(ex.program).defaults
                 kind, source = "miss-program", ex.program
             except ProgramShapeError:
                 lifted = lift(ex.program, texts[ex.id])
+                inputs[ex.id] = lifted.defaults if lifted else {}
                 if lifted is None:
                     continue
                 kind, source = "lifted", lifted.program
-            if all(c.source != source for c in found):
+            shape = _without_defaults(source)
+            if shape not in shapes:  # one candidate per function: the newest example's defaults
+                shapes.add(shape)
                 found.append(_Candidate(kind, source, ex))
         for cand in found:
             defaults = parse_signature(cand.source).defaults
             for ex in examples:
-                values = defaults if ex is cand.origin else own_values(defaults, ex.program, texts[ex.id])
+                own = inputs[ex.id]  # as lifting.own_values: only under the same parameter names
+                values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) else None
                 if values is None:
                     continue
                 try:
