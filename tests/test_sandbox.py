@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -125,6 +126,53 @@ def test_the_wall_clock_takes_the_zygote_and_the_pool_keeps_serving():
             assert p.run(wrap("return 6 * 7")).value == 42
         assert p.workers != workers and len(p.workers) == 1
         assert p.stats["timeouts"] == 1 and p.stats["replaced"] == 1
+
+
+def _waiting_child(zygote: int) -> int:
+    """The child the zygote has forked for the next job (it forks right after the previous one ends)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{zygote}/task/{zygote}/children") as f:
+            children = f.read().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.01)
+    raise AssertionError("the zygote forked no child")
+
+
+def test_a_job_its_child_never_read_is_not_the_next_childs_job():
+    # A child that dies before reading its job leaves the job in its zygote's stdin; the next child
+    # must not take it for its own, or the next caller would get this caller's answer.
+    with SandboxPool(size=1, timeout_s=5.0, cpu_s=1.0, memory_mb=256) as p:
+        workers = list(p.workers)
+        child = _waiting_child(workers[0])
+        os.kill(child, signal.SIGKILL)
+        while os.path.exists(f"/proc/{child}"):  # until its zygote has reaped it
+            time.sleep(0.01)
+        with pytest.raises(SandboxError, match="before reading its job") as exc:
+            p.run(wrap("return x", "x=0"), {"x": 1})
+        assert exc.value.kind == "crash"
+        assert [p.run(wrap("return x", "x=0"), {"x": n}).value for n in (2, 3)] == [2, 3]
+        assert p.workers != workers and p.stats["replaced"] == 1
+
+
+def test_a_job_larger_than_the_pipe_is_written_while_the_child_reads_it():
+    with SandboxPool(size=1, timeout_s=5.0, cpu_s=1.0, memory_mb=256) as p:
+        text = "x" * 300_000  # the zygote's stdin pipe holds 64 KiB
+        assert p.run(wrap("return len(text)", "text=''"), {"text": text}).value == 300_000
+
+
+def test_a_job_no_child_reads_times_out_instead_of_blocking_the_caller():
+    with SandboxPool(size=1, timeout_s=0.5, cpu_s=1.0, memory_mb=256) as p:
+        workers = list(p.workers)
+        child = _waiting_child(workers[0])
+        os.kill(child, signal.SIGSTOP)  # alive, holding the pipe open, reading nothing
+        began = time.monotonic()
+        with pytest.raises(SandboxError, match="time limit") as exc:
+            p.run(wrap("return len(text)", "text=''"), {"text": "x" * 300_000})
+        assert exc.value.kind == "timeout" and time.monotonic() - began < 5
+        assert p.run(wrap("return 6 * 7")).value == 42
+        assert p.workers != workers and p.stats["replaced"] == 1
 
 
 def test_failures_are_counted_by_kind():

@@ -77,8 +77,10 @@ def _ended_reply(ended: dict[str, Any]) -> dict[str, Any]:
 
 class _Worker:
     """One zygote process (see :mod:`._worker`), used by one thread at a time (the pool's idle
-    queue hands it out). Jobs go to the zygote's stdin, where its waiting child reads them; each
-    child's reply pipe arrives ahead of time on a Unix socket, and the reply is read from it here."""
+    queue hands it out). Each child's two pipes arrive ahead of time on a Unix socket: the job is
+    written to the child's own job pipe and the reply read from its own reply pipe. A pipe per
+    child, not the zygote's stdin: a job its child never read (it died first) cannot become the next
+    child's job, and writing to a dead child fails at once instead of blocking."""
 
     def __init__(self, memory_bytes: int, cpu_s: float, os_layer: bool, python_layer: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -86,7 +88,7 @@ class _Worker:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", str(_WORKER), str(memory_bytes), str(cpu_s),
                  "on" if os_layer else "off", "on" if python_layer else "off"],
-                stdin=subprocess.PIPE, stdout=theirs.fileno(), stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL, stdout=theirs.fileno(), stderr=subprocess.DEVNULL,
                 bufsize=-1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
                 start_new_session=True)
         finally:
@@ -94,9 +96,9 @@ class _Worker:
         self.channel = ours
         self.pid = self.proc.pid
         self.cpu_s = cpu_s
-        self._reply_fd: int | None = None  # the read end of the waiting child's reply pipe
+        self._pipes: tuple[int, int] | None = None  # the waiting child's reply pipe (read end), job pipe (write end)
         try:
-            ready = (self._receive(time.monotonic() + 30) or ({}, None))[0]
+            ready = (self._receive(time.monotonic() + 30) or ({}, []))[0]
         except ValueError:
             ready = {}
         if not ready.get("ready"):
@@ -108,17 +110,22 @@ class _Worker:
                 f"(not safe against hostile programs, see docs/sandbox.md)")
         self.os_layer, self.netns = ready.get("os_layer", "off"), bool(ready.get("netns"))
 
-    def _receive(self, deadline: float) -> tuple[dict[str, Any], int | None] | None:
-        """One message from the zygote and the fd it carries; None on EOF or past the deadline."""
+    def _receive(self, deadline: float) -> tuple[dict[str, Any], list[int]] | None:
+        """One message from the zygote and the fds it carries; None on EOF or past the deadline."""
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([self.channel], [], [], left)[0]:
             return None
-        data, fds, _flags, _addr = socket.recv_fds(self.channel, 1 << 16, 1)
+        data, fds, _flags, _addr = socket.recv_fds(self.channel, 1 << 16, 2)
         if not data:
             for fd in fds:
                 os.close(fd)
             return None
-        return json.loads(data), (fds[0] if fds else None)
+        try:
+            return json.loads(data), fds
+        except ValueError:
+            for fd in fds:
+                os.close(fd)
+            raise
 
     def _read_frame(self, fd: int, deadline: float) -> bytes | str:
         """The child's one reply frame, or "eof" / "timeout" / "malformed"."""
@@ -143,17 +150,19 @@ class _Worker:
         """Send one job; its reply. Raises SandboxError ("timeout" past ``wall_s``, "crash" if the
         zygote died or sent garbage); the caller then kills this worker and starts another."""
         data = json.dumps(job).encode()
-        assert self.proc.stdin is not None
-        if self._reply_fd is None:  # the last child may still be ending (at most its CPU limit)
-            self._reply_fd = self._next_pipe()[1]
-        fd, self._reply_fd = self._reply_fd, None
+        if self._pipes is None:  # the last child may still be ending (at most its CPU limit)
+            self._pipes = self._next_pipe()[1]
+        (fd, job_fd), self._pipes = self._pipes, None
+        deadline = time.monotonic() + wall_s + _WALL_GRACE_S
         try:
             try:
-                self.proc.stdin.write(_HEADER.pack(len(data)) + data)
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError) as exc:
-                raise SandboxError(f"sandbox worker died: {exc}", kind="crash") from exc
-            frame = self._read_frame(fd, time.monotonic() + wall_s + _WALL_GRACE_S)
+                sent = self._send(job_fd, _HEADER.pack(len(data)) + data, deadline)
+            finally:
+                os.close(job_fd)
+            if not sent:
+                raise SandboxError(f"program exceeded the {wall_s:g}s time limit (its job was not read)",
+                                   kind="timeout")
+            frame = self._read_frame(fd, deadline)
         finally:
             os.close(fd)  # whatever else the child writes goes nowhere
         if frame == "timeout":
@@ -161,7 +170,7 @@ class _Worker:
         if frame == "malformed":
             return {"ok": False, "kind": "crash", "error": "the program's process wrote a malformed reply"}
         if frame == "eof":  # the child ended without a reply: the zygote says how
-            ended, self._reply_fd = self._next_pipe()
+            ended, self._pipes = self._next_pipe()
             return _ended_reply(ended)
         try:
             reply = json.loads(frame)
@@ -171,15 +180,39 @@ class _Worker:
             return {"ok": False, "kind": "crash", "error": "the program's process wrote a malformed reply"}
         return reply
 
-    def _next_pipe(self) -> tuple[dict[str, Any], int]:
-        """The zygote's next message: how the last child ended, and the next child's reply pipe."""
+    @staticmethod
+    def _send(fd: int, data: bytes, deadline: float) -> bool:
+        """Write a job to its child's pipe; False if the child has not taken it all by the deadline.
+
+        The pipe holds 64 KiB, so a larger job is taken as the child reads it; a child that is alive
+        but not reading (stopped, or still starting on a starved machine) must not block the caller
+        past the job's wall clock, which a plain blocking write would."""
+        os.set_blocking(fd, False)
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                return False
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                continue
+            except OSError as exc:  # EPIPE: no process holds the read end any more
+                raise SandboxError(f"the program's process ended before reading its job ({exc})",
+                                   kind="crash") from exc
+        return True
+
+    def _next_pipe(self) -> tuple[dict[str, Any], tuple[int, int]]:
+        """The zygote's next message: how the last child ended, and the next child's two pipes."""
         try:
             got = self._receive(time.monotonic() + self.cpu_s + 10)
         except (ValueError, OSError) as exc:
             raise SandboxError(f"sandbox worker sent garbage: {exc}", kind="crash") from exc
-        if got is None or got[1] is None:
+        if got is None or len(got[1]) != 2:
+            for fd in got[1] if got else []:
+                os.close(fd)
             raise SandboxError(f"sandbox worker died (exit {self.proc.poll()})", kind="crash")
-        return got[0].get("ended") or {}, got[1]
+        return got[0].get("ended") or {}, (got[1][0], got[1][1])
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -196,9 +229,9 @@ class _Worker:
                     closing.close()
             except OSError:
                 pass
-        if self._reply_fd is not None:
-            os.close(self._reply_fd)
-            self._reply_fd = None
+        for fd in self._pipes or ():
+            os.close(fd)
+        self._pipes = None
 
 
 class SandboxPool:

@@ -8,14 +8,14 @@ hand the pool that child's reply pipe, wait for the child to end.
 Why a zygote and not a long-lived worker: whatever a program does to its interpreter (``math.sqrt
 = ...``, ``json.dumps = ...``, ``decimal.getcontext().prec = 2``) dies with its child, and the next
 job starts from the zygote's untouched copy. The zygote itself never runs untrusted code and never
-sees a job or a reply: the child reads its job straight from stdin (the pool sends one
-length-prefixed job per idle worker) and writes its reply on a pipe whose only read end the pool
-holds. So the memory a child inherits holds no other tenant's variables or answers.
+sees a job or a reply: each child has its own job pipe (its fd 0) and reply pipe, whose other
+ends only the pool holds; the pool writes one length-prefixed job and reads one reply. A job its
+child never read dies with that child's pipe, so no later child can take it for its own. So the memory a child inherits holds no other tenant's variables or answers.
 
 The child, before it sees a job: points fds 1-2 at /dev/null (fd 1 is the zygote's socket to the
-pool) and closes every other fd but its reply pipe and stdin, lowers its limits (address space,
+pool) and closes every other fd but its reply pipe and its job pipe (fd 0), lowers its limits (address space,
 CPU, file size, core dumps), asks to die with its parent, installs the seccomp allow-list (see
-``_seccomp``) and runs a trusted warm-up. Then it reads its job, closes stdin, runs the program,
+``_seccomp``) and runs a trusted warm-up. Then it reads its job, closes fd 0, runs the program,
 writes one length-prefixed reply and exits. The pool reads one frame and closes the pipe, so
 nothing a program writes beyond its own reply reaches anyone.
 """
@@ -44,7 +44,7 @@ MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; the
 MAX_JOB_BYTES = 8 * 2**20
 _dumps, _loads = json.dumps, json.loads  # the child's own references: a program rebinding json.dumps cannot reach them
 _HEADER = struct.Struct("!I")
-_NO_JOB = 17  # a child's exit status when the pool closed its end: the zygote then exits too
+_NO_JOB = 17  # a child's exit status when its job pipe closed unwritten (the pool is gone): the zygote exits too
 
 SAFE_BUILTINS = {
     name: getattr(builtins, name)
@@ -244,25 +244,32 @@ class Zygote:
         self.devnull = os.open(os.devnull, os.O_RDWR)
 
     def fork(self):
+        """A child with its own job pipe (as its fd 0) and reply pipe; the pool gets the other ends."""
         reply_r, reply_w = os.pipe()
+        job_r, job_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(reply_r)
+                os.close(job_w)
+                os.dup2(job_r, 0)
+                os.close(job_r)
                 _child(reply_w, self.devnull, self.memory, self.cpu_s, self.installer, self.python_layer)
             finally:
                 os._exit(1)  # whatever happened, the child never returns into the zygote's loop
         os.close(reply_w)
-        return pid, reply_r
+        os.close(job_r)  # only the child may read its job: once it is gone, a write to the pipe fails
+        return pid, reply_r, job_w
 
     def serve(self, channel):
-        """Until the pool closes stdin: fork a child, hand over its pipe, wait for it to end."""
+        """Until the pool goes (a child reads no job): fork a child, hand over its pipes, wait for it."""
         ended = None
         while True:
-            pid, reply_r = self.fork()
+            pid, reply_r, job_w = self.fork()
             message = _dumps({"ended": ended}).encode()
-            channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reply_r]))])
-            os.close(reply_r)  # the pool's copy is the only one: nothing here can read a reply
+            channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reply_r, job_w]))])
+            os.close(reply_r)  # the pool's copies are the only ones: nothing here can read a reply ...
+            os.close(job_w)  # ... or write a job
             status = os.waitpid(pid, 0)[1]
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_JOB:
                 return
