@@ -33,12 +33,16 @@ class EngineCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         counters = {name: CounterMetricFamily(f"minicache_engine_{name}", f"Engine counter '{name}' (from the store)",
                                               labels=["tenant"])
-                    for name in ("requests", "hits", "misses", "fallbacks", "errors", "evictions")}
+                    for name in ("requests", "hits", "misses", "fallbacks", "errors", "evictions",
+                                 "hit_refusals", "audits", "audits_disagreed")}
         builds = CounterMetricFamily("minicache_builds", "Entry builds by outcome (from the store)",
                                      labels=["tenant", "outcome"])
         hit_rate = GaugeMetricFamily("minicache_hit_rate", "hits / requests since the store was created",
                                      labels=["tenant"])
         entries = GaugeMetricFamily("minicache_entries_active", "Active cache entries", labels=["tenant"])
+        demoted = GaugeMetricFamily("minicache_entries_demoted",
+                                    "Active entries whose audit error bound exceeds delta (no model-chosen hits)",
+                                    labels=["tenant"])
         groups = GaugeMetricFamily("minicache_groups", "Request groups", labels=["tenant"])
         for tenant in sorted(set(self.tenants())):
             stats = self.engine.stats(tenant)
@@ -49,9 +53,10 @@ class EngineCollector(Collector):
             builds.add_metric([tenant, "failed"], stats["builds_failed"])
             hit_rate.add_metric([tenant], stats["hit_rate"])
             entries.add_metric([tenant], stats["entries_active"])
+            demoted.add_metric([tenant], stats.get("entries_demoted", 0))
             groups.add_metric([tenant], stats["groups"])
         yield from counters.values()
-        yield from (builds, hit_rate, entries, groups)
+        yield from (builds, hit_rate, entries, demoted, groups)
         sandbox = dict(self.engine.sandbox.stats)
         runs = CounterMetricFamily("minicache_sandbox_runs", "Programs run in the sandbox")
         runs.add_metric([], sandbox.get("runs", 0))
