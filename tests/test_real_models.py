@@ -236,4 +236,5 @@ def test_openai_backend_talks_to_a_real_llama_cpp_python_server():
 def test_models_command_verifies_the_embedded_models_and_the_embedder():
     result = CliRunner().invoke(main, ["models", "--quick", "--no-fetch"])
     assert result.exit_code == 0, result.output
-    assert result.output.count("[ok ]") == 3  # target, small, MiniLM
+    assert result.output.count("[ok ]") == 5  # target, small, MiniLM, then a one-token smoke decode of each GGUF
+    assert result.output.count("[ok ] smoke") == 2
