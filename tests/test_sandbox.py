@@ -262,3 +262,17 @@ def test_the_os_layer_is_on_by_default(pool):
 
 def test_a_float_result_comes_back_exactly(pool):
     assert pool.run("import math\ndef solve():\n    return math.pi\n").value == math.pi
+
+
+def test_a_program_with_non_ascii_identifiers_compiles_in_the_sealed_child():
+    # CPython normalizes non-ASCII identifiers with unicodedata, imported lazily: the zygote must
+    # have loaded it before the seccomp filter forbids opening its file (the target writes σ_p).
+    source = "def solve(R_p=14, R_f=2.2, σ_p=20):\n    return (R_p - R_f) / σ_p\n"
+    with SandboxPool(size=1) as pool:
+        assert pool.run(source).value == pytest.approx(0.59)
+        assert pool.run(source, {"R_p": 10, "R_f": 2, "σ_p": 4}).value == 2.0
+
+
+def test_programs_still_cannot_import_unicodedata():
+    with SandboxPool(size=1) as pool, pytest.raises(SandboxViolation):
+        pool.run("import unicodedata\ndef solve():\n    return unicodedata.name('a')\n")

@@ -38,6 +38,11 @@ import _seccomp  # noqa: E402
 
 ALLOWED_MODULES = ("math", "statistics", "decimal", "fractions", "datetime", "re", "json")
 MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
+# Compiling a program with a non-ASCII identifier (the target writes `σ_p = 20` for a formula with σ)
+# NFKC-normalizes it through `unicodedata`, which CPython imports on first use. After the seccomp
+# filter a child cannot open the extension module's file, so it is loaded here, in the zygote. It is
+# not importable by programs: the import hook and the policy admit only ALLOWED_MODULES.
+import unicodedata  # noqa: E402,F401
 MAX_RESULT_CHARS = 65_536
 MAX_PRINT_CHARS = 8_192
 MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; the pool reads no more
