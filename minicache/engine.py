@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import logging
 import math
 import os
 import random
@@ -35,6 +36,8 @@ from .stepcache import StepCache, StepConfig
 from .stepcache import parse as parse_step_task
 from .store import Entry, Example, Store, new_id, open_store
 from .synthesis import ProgramShapeError, answers_match, generalize, parse_signature
+
+log = logging.getLogger(__name__)
 
 
 class SolveError(MiniCacheError):
@@ -526,13 +529,28 @@ class MiniCache:
             if running is not None and not running.done():
                 return
             if self.config.background_builds:
-                self._building[key] = self._builds.submit(self._build, tenant, group_id)
+                future = self._builds.submit(self._build, tenant, group_id)
+                future.add_done_callback(lambda done: self._build_done(tenant, group_id, done))
+                self._building[key] = future
                 return
         try:
             self._build(tenant, group_id)
         except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
-            self.store.bump(tenant, "builds_failed")
-            self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": 0, "error": str(exc)})
+            self._build_crashed(tenant, group_id, exc)
+
+    def _build_done(self, tenant: str, group_id: str, future: Future) -> None:
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self._build_crashed(tenant, group_id, error)
+
+    def _build_crashed(self, tenant: str, group_id: str, exc: BaseException) -> None:
+        """A build that raised (not one that ran and found no candidate): count it, log why, show it.
+
+        A background build's exception would otherwise stay inside its Future, unseen."""
+        log.error("build of group %s (tenant %s) failed: %s: %s", group_id, tenant, type(exc).__name__, exc,
+                  exc_info=exc)
+        self.store.bump(tenant, "builds_failed")
+        self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": 0, "error": str(exc)})
 
     def wait_for_builds(self, timeout: float | None = None) -> None:
         with self._build_lock:

@@ -8,6 +8,7 @@ extraction templates with the request's numbers. Tests switch their ``mode`` to 
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -699,3 +700,24 @@ def test_an_evicted_entry_is_rebuilt_from_the_groups_examples_and_serves_again(m
     assert rebuilt is not None and rebuilt.id != first.id and rebuilt.version == 2
     hit = ask(rig, CURRENT_RATIO, CR_VALUES[7])
     assert hit.route == "hit" and hit.entry_id == rebuilt.id
+
+
+def test_a_background_build_that_raises_is_counted_logged_and_shown(tmp_path, sandbox, caplog, monkeypatch):
+    store = SQLiteStore(tmp_path / "bg.db")
+    config = EngineConfig(background_builds=True, admission=AdmissionConfig(enabled=False))
+    with MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), config=config,
+                   sandbox=sandbox) as mc:
+        def crash(tenant, group_id):
+            raise RuntimeError("store went away mid-build")
+
+        monkeypatch.setattr(mc, "_build_locked", crash)
+        with caplog.at_level("ERROR", logger="minicache.engine"):
+            for values in CR_VALUES[:4]:
+                mc.solve(CURRENT_RATIO.ask(*values))
+            deadline = time.monotonic() + 30
+            while store.counters("default").get("builds_failed", 0) == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert store.counters("default").get("builds_failed", 0) >= 1
+        assert any("store went away mid-build" in r.getMessage() for r in caplog.records)
+        failed = [e for e in mc.events if e["event"] == "build" and not e["ok"]]
+        assert failed and failed[-1]["error"] == "store went away mid-build"
