@@ -24,6 +24,7 @@ from typing import Any
 from . import portability
 from .admission import Admission, AdmissionConfig, backing_off, record_build_failure, record_failed_hit, validation_set
 from .errors import BackendError, InvalidRequest, MiniCacheError
+from .events import EventLog
 from .extraction import ExtractionError, Extractor, candidate_values, learn_rules
 from .hit import ZERO_MODEL_PATHS, HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile
 from .lifting import lift, program_inputs
@@ -50,6 +51,7 @@ class EngineConfig:
     validate_n: int = 3  # held examples a candidate entry is checked on
     validate_min: int = 2  # ... of which this many must match
     max_failures: int = 3  # in-service failures before an entry is evicted
+    max_events: int = 10_000  # build/audit/evict events kept in memory (readers follow a cursor)
     max_build_failures: int = 3  # failed builds before a group is shown as uncacheable (it still backs off, then retries)
     build_candidates: int = 2  # the group's own programs (lifted) validated per build, best first ...
     build_retries: int = 1  # ... then this many target generalization attempts
@@ -258,7 +260,8 @@ class MiniCache:
         self._builds = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build")
         self._building: dict[tuple[str, str], Future] = {}
         self._build_lock = threading.Lock()
-        self.events: list[dict[str, Any]] = []  # build/evict events, for progress displays
+        # Build, audit and eviction events for progress displays and the dashboard; bounded.
+        self.events = EventLog(self.config.max_events)
         self._owner = new_id("replica")  # this engine's name in build leases
         self.admission = Admission(self.config.admission)
         self.steps = StepCache(target, self.store, embedder, self.config.step)

@@ -1,0 +1,55 @@
+"""The engine's event log: builds, audits and evictions, bounded for long-running servers.
+
+Readers follow it with a cursor, ``seen = len(log)`` and later ``log[seen:]``, as they would a list.
+``len`` counts every event ever appended and slices use those absolute positions, so a cursor stays
+valid when old events are dropped; a reader that fell more than ``capacity`` events behind gets
+only what is still kept.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, overload
+
+Event = dict[str, Any]
+
+
+class EventLog:
+    """Append-only, keeps the newest ``capacity`` events, indexed by absolute position."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._events: deque[Event] = deque(maxlen=capacity)
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def append(self, event: Event) -> None:
+        with self._lock:
+            self._events.append(event)
+            self._total += 1
+
+    def __len__(self) -> int:
+        return self._total
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Event]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | list[Event]:
+        with self._lock:
+            first = self._total - len(self._events)  # absolute position of the oldest kept event
+            kept = list(self._events)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._total)
+            return [kept[i - first] for i in range(start, stop, step) if i >= first]
+        position = index + self._total if index < 0 else index
+        if not first <= position < self._total:
+            raise IndexError("event no longer kept" if 0 <= position < first else "event index out of range")
+        return kept[position - first]
+
+    def __iter__(self):
+        return iter(self[0:])
