@@ -53,3 +53,11 @@ class EventLog:
 
     def __iter__(self):
         return iter(self[0:])
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a list (or log) holding the same kept events, as the list it replaced was."""
+        if isinstance(other, (list, EventLog)):
+            return self[0:] == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list

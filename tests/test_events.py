@@ -19,6 +19,7 @@ def test_cursor_reading_works_as_on_a_list_while_old_events_are_dropped():
     assert len(log) == 7  # every event ever appended
     assert log[seen:] == [{"n": 4}, {"n": 5}, {"n": 6}]  # 2 and 3 were dropped: only 3 are kept
     assert log[-1] == {"n": 6} and list(log) == [{"n": 4}, {"n": 5}, {"n": 6}]
+    assert log == [{"n": 4}, {"n": 5}, {"n": 6}] and EventLog() == []
     with pytest.raises(IndexError, match="no longer kept"):
         log[0]
 
