@@ -116,13 +116,13 @@ def run(runtime: Runtime, groups: int, per_group: int, seed: int, store: str | N
     """
     import tempfile
 
-    from .mainjob import format_summary, formula_stream, run_stream
+    from .mainjob import format_summary, formula_stream, serve_and_show
 
     with tempfile.TemporaryDirectory() as tmp:
         with _engine(runtime, store or f"{tmp}/minicache.db") as mc:
             stream = formula_stream(groups, per_group, seed=seed)
             click.echo(f"streaming {len(stream)} requests from {groups} formulas (cold cache)...", err=True)
-            summary = run_stream(mc, stream)
+            summary = serve_and_show(mc, stream)
     click.echo(format_summary(summary))
     if as_json:
         with open(as_json, "w") as fh:

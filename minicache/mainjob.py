@@ -33,8 +33,11 @@ def formula_stream(groups: int, per_group: int, seed: int = 0, split: str = "tra
     return stream
 
 
-def run_stream(mc: MiniCache, stream: list[Request], echo: Callable[[str], None] = print,
-               wait_builds: bool = True, progress: bool = True) -> dict[str, Any]:
+def serve_and_show(mc: MiniCache, stream: list[Request], echo: Callable[[str], None] = print,
+                   wait_builds: bool = True, progress: bool = True) -> dict[str, Any]:
+    """Solve ``stream`` in order on the engine, showing each request's route, latency and correctness
+    and each build as it happens (on stderr), and return the summary with every request's row.
+    ``wait_builds`` lets a build finish before the next request, so the log reads in stream order."""
     from tqdm import tqdm
 
     rows = []
