@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-unit test-real models bench-spec lock clean help
+.PHONY: setup run lint test test-unit test-real models bench-spec lock clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -14,6 +14,10 @@ setup:  ## venv + pinned deps (builds llama-cpp-python once) + embedded models
 
 run: setup  ## the main job on the embedded default models
 	$(BIN)/minicache run
+
+lint: setup  ## ruff (lint rules and import order) and mypy; settings in pyproject.toml
+	$(BIN)/ruff check
+	$(BIN)/mypy
 
 # In CI a missing PostgreSQL server is an error, not a skip.
 PG_REQUIRED = MINICACHE_TEST_PG_REQUIRED=$${CI:+1}

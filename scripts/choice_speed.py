@@ -2,9 +2,9 @@
 
     .venv/bin/python scripts/choice_speed.py [--rounds 2]
 
-For ten extraction requests (the real-model test's cases), the same prompt and the same enum
-schema (each variable chooses among the numbers written in the request) are decoded two ways:
-llama-cpp-python's grammar-constrained sampler, and MiniCache's enum decoder
+For ten extraction requests (the real-model test's cases, ``minicache.models.extraction_probes``),
+the same prompt and the same enum schema (each variable chooses among the numbers written in the
+request) are decoded two ways: llama-cpp-python's grammar-constrained sampler, and MiniCache's enum decoder
 (``minicache.models.choice``), which batches forced tokens. Each call follows a call with another
 prompt (as entries alternate on a busy cache), so both decoders restore the template's saved KV
 state and prefill the request. Prints per-call seconds, forward passes and whether both
@@ -16,17 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from test_real_models import EXTRACT_SYSTEM, EXTRACTION_CASES  # noqa: E402
-
-from minicache.extraction import candidate_values  # noqa: E402
-from minicache.models import GenerationOptions, Message  # noqa: E402
-from minicache.models.llamacpp import LlamaCppBackend  # noqa: E402
+from minicache.extraction import candidate_values
+from minicache.models import GenerationOptions, Message
+from minicache.models.extraction_probes import EXTRACT_SYSTEM, EXTRACTION_CASES
+from minicache.models.llamacpp import LlamaCppBackend
 
 
 def main() -> None:
@@ -43,7 +38,8 @@ def main() -> None:
         messages = [Message("system", EXTRACT_SYSTEM + " Variables: " + ", ".join(
             f"{k}: {v['description']}" for k, v in props.items())), Message("user", question)]
         cases.append((messages, schema))
-    modes = {"grammar": lambda schema: GenerationOptions(max_tokens=120, grammar=json_schema_to_gbnf(json.dumps(schema))),
+    modes = {"grammar": lambda schema: GenerationOptions(max_tokens=120,
+                                                         grammar=json_schema_to_gbnf(json.dumps(schema))),
              "enum decoder": lambda schema: GenerationOptions(max_tokens=120, json_schema=schema)}
     other = [Message("system", "Reply OK."), Message("user", "x")]
     for messages, schema in cases:  # warm-up: every template's KV state is saved once
@@ -58,11 +54,12 @@ def main() -> None:
                 out = small.complete(messages, make(schema))
                 rows[name].append((time.perf_counter() - t, out.draft.get("forward_passes", out.completion_tokens)))
                 outs[name].append(json.loads(out.text))
-    same = sum(a == b for a, b in zip(outs["grammar"], outs["enum decoder"]))
+    same = sum(a == b for a, b in zip(outs["grammar"], outs["enum decoder"], strict=True))  # same cases, same rounds
     n = len(rows["grammar"])
     print(f"{'decoder':14} {'calls':>5} {'mean s':>7} {'p50 s':>6} {'passes':>6}")
     for name, xs in rows.items():
-        print(f"{name:14} {len(xs):5} {statistics.mean(x for x, _ in xs):7.3f} {statistics.median(x for x, _ in xs):6.3f} "
+        seconds = [x for x, _ in xs]
+        print(f"{name:14} {len(xs):5} {statistics.mean(seconds):7.3f} {statistics.median(seconds):6.3f} "
               f"{statistics.mean(p for _, p in xs):6.1f}")
     print(f"same object from both: {same}/{n}")
     small.close()
