@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterator
 
 _FORMULA_RE = re.compile(r"^Use formula (?P<name>.+?) to answer the question\.")
 _QUESTION_RE = re.compile(r'Question:\s*"(?P<q>.*)"\.\s*Answer:\s*$', re.S)

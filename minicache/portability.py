@@ -29,8 +29,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import (BaseModel, ConfigDict, Field, RootModel, StrictFloat, StrictInt, StrictStr, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import InvalidRequest
 from .extraction import valid_rule

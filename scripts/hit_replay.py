@@ -27,9 +27,9 @@ import itertools
 import time
 from typing import Any
 
+from minicache.align import align
 from minicache.bench.data import is_correct, load
 from minicache.engine import _strip_prefix, shared_prefix
-from minicache.align import align
 from minicache.extraction import Extraction, ExtractionError, Extractor, candidate_values, learn_rules
 from minicache.hit import HitRefused, HitVerifier, check_values, learn_profile
 from minicache.models.base import set_real_models_allowed

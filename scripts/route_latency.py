@@ -32,8 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from minicache.routing import Router  # noqa: E402
-from minicache.store import Example, open_store  # noqa: E402
+from minicache.routing import Router
+from minicache.store import Example, open_store
 
 WIDTH = 384
 TENANT = "default"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from minicache.models.base import set_real_models_allowed
+from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - the PostgreSQL fixtures, for every test module
 
 set_real_models_allowed(False)
 

@@ -11,8 +11,8 @@ import shutil
 import httpx
 import pytest
 
+import test_server
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
-from test_server import make  # noqa: F401 - the fixture this module's ``make`` wraps
 from minicache.engine import EngineConfig, MiniCache
 from minicache.server import ServerConfig, create_app
 from minicache.server.dashboard.routes import COOKIE
@@ -22,6 +22,7 @@ from minicache.store import Group, SQLiteStore
 
 KEY_A, KEY_B, KEY_ADMIN = "sk-tenant-a-0001", "sk-tenant-b-0002", "sk-admin-only-03"
 AUTH = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, admin_keys={KEY_ADMIN}, rate_per_s=0)
+make = test_server.make  # test_server's app fixture, registered here too: ``dash`` wraps it
 
 
 @pytest.fixture

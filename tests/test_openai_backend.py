@@ -110,7 +110,7 @@ def test_an_unreachable_server_is_reported_as_unavailable():
 
 def test_a_server_that_does_not_answer_in_time_is_a_timeout():
     class Slow(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             time.sleep(2)
             self.send_response(200)
             self.end_headers()

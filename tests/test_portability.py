@@ -10,7 +10,6 @@ import json
 import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, SIMPLE_INTEREST, HashEmbedder
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 from minicache import portability
 from minicache.engine import InvalidRequest
 from minicache.portability import EntryExport, load_export, parse_export

@@ -15,13 +15,12 @@ from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
 from minicache.sandbox import SandboxPool
 from minicache.store import PostgresStore
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.postgres
 TESTS = Path(__file__).resolve().parent
 
 
-def test_killing_a_replica_mid_build_leaves_no_entry_and_its_lease_lapses(pg_dsn):  # noqa: F811
+def test_killing_a_replica_mid_build_leaves_no_entry_and_its_lease_lapses(pg_dsn):
     env = dict(os.environ, PYTHONPATH=f"{TESTS}{os.pathsep}{TESTS.parent}")
     proc = subprocess.Popen([sys.executable, str(TESTS / "replica_worker.py"), pg_dsn], env=env,
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -45,7 +44,7 @@ def test_killing_a_replica_mid_build_leaves_no_entry_and_its_lease_lapses(pg_dsn
         b = MiniCache(FakeTarget(), FakeSmall(), pg_dsn, embedder=HashEmbedder(), sandbox=sandbox,
                       config=EngineConfig(background_builds=False))
         time.sleep(3.5)
-        b._build("default", group_id)
+        b.builder.build("default", group_id)
         assert len(store.list_entries("default", "active")) == 1
         hit = b.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
         assert hit.route == "hit" and hit.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[3]))

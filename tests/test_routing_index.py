@@ -14,7 +14,6 @@ from minicache.engine import EngineConfig, MiniCache
 from minicache.route_index import RouteIndex, TenantIndex
 from minicache.routing import Router, embed_request
 from minicache.store import Example, SQLiteStore, new_id
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 
 DIM = 16
 

@@ -15,9 +15,15 @@ import time
 import pytest
 
 import minicache.sandbox as sandbox_pkg
-from minicache.sandbox import (OS_LAYER_ENV, SandboxError, SandboxPool, SandboxUnavailable, SandboxViolation,
-                               check_program)
-from minicache.sandbox import _seccomp
+from minicache.sandbox import (
+    OS_LAYER_ENV,
+    SandboxError,
+    SandboxPool,
+    SandboxUnavailable,
+    SandboxViolation,
+    _seccomp,
+    check_program,
+)
 from minicache.sandbox.policy import ALLOWED_ATTRIBUTES, ALLOWED_MODULES, INTROSPECTION_ATTRIBUTES, plain_format_string
 
 

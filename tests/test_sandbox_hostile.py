@@ -19,8 +19,17 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hostile_programs import (CORPUS, EXPLOIT_FORMAT_WALK, EXPLOIT_FRAME_WALK, EXPLOIT_POISON,
-                              EXPLOIT_REPLY_FORGERY, FRAME_WALK_TO_BUILTINS, OS_CORPUS, VICTIM, Case)
+from hostile_programs import (
+    CORPUS,
+    EXPLOIT_FORMAT_WALK,
+    EXPLOIT_FRAME_WALK,
+    EXPLOIT_POISON,
+    EXPLOIT_REPLY_FORGERY,
+    FRAME_WALK_TO_BUILTINS,
+    OS_CORPUS,
+    VICTIM,
+    Case,
+)
 from minicache.sandbox import SandboxError, SandboxPool, SandboxViolation
 
 

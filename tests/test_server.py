@@ -13,7 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 from minicache.engine import EngineConfig, MiniCache
 from minicache.errors import ConfigError
 from minicache.server import ServerConfig, create_app, load_server_config

@@ -14,8 +14,17 @@ from typing import Any
 import httpx
 import pytest
 
-from fakes import (CURRENT_RATIO, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder, first_build_request,
-                   numbers_in, request_of)
+from fakes import (
+    CURRENT_RATIO,
+    SIMPLE_INTEREST,
+    Domain,
+    FakeSmall,
+    FakeTarget,
+    HashEmbedder,
+    first_build_request,
+    numbers_in,
+    request_of,
+)
 from minicache.admission import AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.sandbox import SandboxPool
@@ -23,7 +32,6 @@ from minicache.server import ServerConfig, create_app
 from minicache.server.metrics import sample_value
 from minicache.server.testing import BackgroundServer
 from minicache.store import SQLiteStore
-
 
 REQUESTS = 2000
 THREADS = 16

@@ -9,8 +9,7 @@ import pytest
 
 from minicache import FakeBackend, MiniCache
 from minicache.engine import InvalidRequest
-from minicache.stepcache import NotAStepTask, StepCache, StepConfig, linear, micro, parse
-from minicache.stepcache import jsontask
+from minicache.stepcache import NotAStepTask, StepCache, StepConfig, jsontask, linear, micro, parse
 from minicache.stepcache.steps import integrity, render, segment
 from minicache.store import open_store
 from tests.fakes import FakeSmall, FakeTarget, HashEmbedder

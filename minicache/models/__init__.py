@@ -1,7 +1,15 @@
 """Model backends: one :class:`ModelBackend` contract, three implementations, plus the embedded files."""
 
-from .base import (Completion, GenerationOptions, Message, ModelBackend, check_real_models_allowed,
-                   set_real_models_allowed, system, user)
+from .base import (
+    Completion,
+    GenerationOptions,
+    Message,
+    ModelBackend,
+    check_real_models_allowed,
+    set_real_models_allowed,
+    system,
+    user,
+)
 from .fake import FakeBackend
 from .openai import PROFILES, OpenAIBackend, ServerProfile
 

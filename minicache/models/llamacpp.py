@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, ModelFileError
-from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from . import fetch
+from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from .choice import Field, decode_object, object_fields
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
@@ -80,7 +80,7 @@ def _make_llama_class(llama_cpp):
 
         spec_window = 1
 
-        def eval(self, tokens: Sequence[int]) -> None:  # noqa: A003 - llama-cpp-python's name
+        def eval(self, tokens: Sequence[int]) -> None:
             self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
             began = time.perf_counter()
             for start in range(0, len(tokens), self.n_batch):

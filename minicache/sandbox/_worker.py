@@ -10,7 +10,8 @@ Why a zygote and not a long-lived worker: whatever a program does to its interpr
 job starts from the zygote's untouched copy. The zygote itself never runs untrusted code and never
 sees a job or a reply: each child has its own job pipe (its fd 0) and reply pipe, whose other
 ends only the pool holds; the pool writes one length-prefixed job and reads one reply. A job its
-child never read dies with that child's pipe, so no later child can take it for its own. So the memory a child inherits holds no other tenant's variables or answers.
+child never read dies with that child's pipe, so no later child can take it for its own. So the
+memory a child inherits holds no other tenant's variables or answers.
 
 The child, before it sees a job: points fds 1-2 at /dev/null (fd 1 is the zygote's socket to the
 pool) and closes every other fd but its reply pipe and its job pipe (fd 0), lowers its limits (address space,
@@ -34,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script dir out
-import _seccomp  # noqa: E402
+import _seccomp
 
 ALLOWED_MODULES = ("math", "statistics", "decimal", "fractions", "datetime", "re", "json")
 MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
@@ -43,6 +44,7 @@ MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
 # filter a child cannot open the extension module's file, so it is loaded here, in the zygote. It is
 # not importable by programs: the import hook and the policy admit only ALLOWED_MODULES.
 import unicodedata  # noqa: E402,F401
+
 MAX_RESULT_CHARS = 65_536
 MAX_PRINT_CHARS = 8_192
 MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; the pool reads no more
@@ -66,13 +68,15 @@ SAFE_BUILTINS = {
 
 def _prewarm(python_layer: bool) -> None:
     """Import now what the allowed modules import lazily: under the filter a child cannot open files."""
-    import _strptime  # noqa: F401 - datetime.strptime
-    import encodings.ascii, encodings.latin_1, encodings.utf_16, encodings.utf_32  # noqa: E401,F401
+    # datetime.strptime's module, and the codecs the C code looks up by name
+    for name in ("_strptime", "encodings.ascii", "encodings.latin_1", "encodings.utf_16", "encodings.utf_32"):
+        __import__(name)
     MODULES["datetime"].datetime.strptime("2024-01-02", "%Y-%m-%d")
     time.localtime()  # tzset reads /etc/localtime once, here
     MODULES["re"].compile(r"\d+").sub("", "1")
     if not python_layer:  # tests only: give programs the modules an attacker who escaped would want
-        import ctypes, mmap, socket, subprocess  # noqa: E401,F401
+        for name in ("ctypes", "mmap", "socket", "subprocess"):
+            __import__(name)
 
 
 # What datetime's C code imports at call time (strptime, strftime, timetuple): such imports go
@@ -81,7 +85,7 @@ def _prewarm(python_layer: bool) -> None:
 _INTERNAL_IMPORTS = ("time", "_strptime")
 
 
-def _import(name, globals=None, locals=None, fromlist=(), level=0):
+def _import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - builtins.__import__'s signature
     if not level and name in MODULES:
         return MODULES[name]
     if not level and name in _INTERNAL_IMPORTS and name in sys.modules:

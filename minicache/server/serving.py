@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from fastapi import Depends, Query, Request

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from . import jsontask, linear, steps as stepsmod
+from . import jsontask, linear
+from . import steps as stepsmod
 
 VARIABLES = ["x", "y", "z", "n", "m", "t", "k", "p", "q", "w", "u", "r", "s"]
 FORMATS = ["{v} = <value>", "Answer: <value>", "Final answer: {v} = <value>", '{{"{v}": <value>}}',
