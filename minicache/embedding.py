@@ -71,7 +71,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
     sign = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-a * a)
+    poly = (((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736
+    y = 1.0 - (poly * t + 0.254829592) * t * np.exp(-a * a)
     return sign * y
 
 
@@ -91,14 +92,15 @@ class MiniLMEmbedder:
         from tokenizers import Tokenizer
 
         directory = directory or embedder_dir()
-        for name, sha in FILES.items():
+        for name in FILES:
             path = directory / name
             if not path.exists():
                 raise ModelFileError(f"embedding model file {path} is missing: run `minicache models`")
         self.tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in load_file(str(directory / "model.safetensors")).items()}
+        weights = load_file(str(directory / "model.safetensors"))
+        w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
         self.w = w
         self.layers = sum(1 for k in w if k.endswith("attention.self.query.weight"))
         self.heads = 12
@@ -121,7 +123,8 @@ class MiniLMEmbedder:
             scores /= scores.sum(-1, keepdims=True)
             ctx = (scores @ v).transpose(1, 0, 2).reshape(n, self.dim)
             attn = ctx @ w[p + "attention.output.dense.weight"].T + w[p + "attention.output.dense.bias"]
-            x = _layer_norm(x + attn, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
+            norm = p + "attention.output.LayerNorm"
+            x = _layer_norm(x + attn, w[norm + ".weight"], w[norm + ".bias"])
             h = _gelu(x @ w[p + "intermediate.dense.weight"].T + w[p + "intermediate.dense.bias"])
             h = h @ w[p + "output.dense.weight"].T + w[p + "output.dense.bias"]
             x = _layer_norm(x + h, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])

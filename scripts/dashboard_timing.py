@@ -89,7 +89,8 @@ def main() -> None:
     engine = MiniCache(_Unused(), _Unused(), store=store, embedder=_Unused(), config=EngineConfig())
     config = ServerConfig(api_keys={"sk-timing-tenant-0001": TENANT}, admin_keys={ADMIN_KEY}, rate_per_s=0)
     pages = {"overview": "/dashboard", "overview per hour": "/dashboard?unit=hour",
-             "groups page 1": "/dashboard/groups", f"groups page {args.groups // 50}": f"/dashboard/groups?page={args.groups // 50}",
+             "groups page 1": "/dashboard/groups",
+             f"groups page {args.groups // 50}": f"/dashboard/groups?page={args.groups // 50}",
              "entry": f"/dashboard/entries/{entry}", "live events": "/dashboard/events",
              "events feed": "/dashboard/events/feed?after=0"}
     try:

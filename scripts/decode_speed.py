@@ -68,7 +68,8 @@ def main() -> None:
         "prompt_tok_s_median": round(statistics.median(prompt_tps), 1),
         "gen_tok_s_median": round(statistics.median(gen_tps), 1),
         "samples": len(gen_tps), "load_avg": os.getloadavg(),
-        "features": sorted(p.split("=")[0].strip() for p in info.replace("CPU :", "|").split("|") if p.strip().endswith("= 1")),
+        "features": sorted(p.split("=")[0].strip() for p in info.replace("CPU :", "|").split("|")
+                           if p.strip().endswith("= 1")),
     }))
 
 

@@ -72,7 +72,8 @@ def main() -> None:
         buckets[f"{route}/{extraction}" if extraction else route].append((ok, seconds))
     for name, xs in sorted(buckets.items()):
         print(f"{name:12} {len(xs):3} {sum(o for o, _ in xs) / len(xs):8.0%} {statistics.mean(s for _, s in xs):6.2f}s")
-    print(f"all        {len(rows):3} {sum(r[2] for r in rows) / len(rows):8.0%} {statistics.mean(r[3] for r in rows):6.2f}s")
+    right, seconds = sum(r[2] for r in rows) / len(rows), statistics.mean(r[3] for r in rows)
+    print(f"all        {len(rows):3} {right:8.0%} {seconds:6.2f}s")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,11 @@ def annuity(payment, rate, n):
 
 FIXES = [
     # (split, row, corrected, reason)
-    ("test", 0, pv_ordinary([3500] * 5, 0.08) - 13000, "gold ignores the stated $13,000 upfront cost and discounts from t=0"),
+    ("test", 0, pv_ordinary([3500] * 5, 0.08) - 13000,
+     "gold ignores the stated $13,000 upfront cost and discounts from t=0"),
     ("test", 1, pv_ordinary([600] * 4, 0.03) - 2000, "gold ignores the stated $2,000 outlay and discounts from t=0"),
-    ("test", 3, pv_ordinary([20000, 30000, 50000], 0.09), "inflows in the first, second, third year: gold discounts from t=0"),
+    ("test", 3, pv_ordinary([20000, 30000, 50000], 0.09),
+     "inflows in the first, second, third year: gold discounts from t=0"),
     ("train", 14, pv_ordinary([4000] * 6, 0.05) - 20000, "gold ignores the stated $20,000 upfront cost"),
     ("train", 13, None, "ill-posed: the initial investment amount is never given"),
     ("train", 0, pv_ordinary([6000] * 4, 0.08), "annual inflows: gold discounts the first one at t=0"),
@@ -32,7 +34,8 @@ FIXES = [
     ("train", 15, pv_ordinary([4400] * 3, 0.11), "'at the end of each year': gold discounts from t=0"),
     ("train", 37, annuity(8000, 0.04, 3), "annuity: gold discounts a single payment for one period"),
     ("train", 38, annuity(5000, 0.035, 6), "annuity: gold discounts a single payment for one period"),
-    ("train", 42, 20000 * 2.718281828459045 ** (-0.022 * 8), "'continuously compounding': gold uses discrete compounding"),
+    ("train", 42, 20000 * 2.718281828459045 ** (-0.022 * 8),
+     "'continuously compounding': gold uses discrete compounding"),
     ("test", 11, annuity(10000, 0.04, 10), "annuity: gold discounts a single payment for one period"),
 ]
 
@@ -47,7 +50,8 @@ def main() -> None:
                     "corrected": None if value is None else f"{value:.2f}", "reason": reason})
     (base / "gold_corrections.json").write_text(json.dumps(out, indent=2) + "\n")
     for item in out:
-        print(f"{item['split']:>5} {item['row']:>3}  {item['published']:>10} -> {item['corrected']}  ({item['reason']})")
+        print(f"{item['split']:>5} {item['row']:>3}  {item['published']:>10} -> {item['corrected']}  "
+              f"({item['reason']})")
 
 
 if __name__ == "__main__":

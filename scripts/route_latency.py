@@ -67,7 +67,7 @@ def grow(store, centres: np.ndarray, start: int, stop: int, layout: str, rng: np
             store.ensure_group(TENANT, f"g{g}")
         examples = [Example(id=f"ex{i}", tenant=TENANT, group_id=f"g{g}", question="q", context=None,
                             program="def solve():\n    return 1\n", answer=1, variables={}, embedding=v)
-                    for i, g, v in zip(range(lo, hi), ids, vectors)]
+                    for i, g, v in zip(range(lo, hi), ids, vectors, strict=True)]
         if hasattr(store, "_pool"):  # PostgreSQL: one executemany (add_example's round trips took minutes)
             with store._tx() as c:
                 c.cursor().executemany(

@@ -92,7 +92,7 @@ class Domain:
     def plain_program(self, values: list[int | float]) -> str:
         """What a target writes for plain PoT: the request's values assigned at the top of solve()."""
         lines = ["def solve():"]
-        for (name, comment), value in zip(self.params, values):
+        for (name, comment), value in zip(self.params, values, strict=False):  # a request may hold fewer numbers
             lines.append(f"    {name} = {value!r}  # {comment}")
         lines.append(f"    return {self.expression}")
         return "\n".join(lines) + "\n"
@@ -100,7 +100,7 @@ class Domain:
     def program(self, values: list[int | float]) -> str:
         """The parameterized program (what a build's generalization writes)."""
         lines = ["def solve("]
-        for (name, comment), value in zip(self.params, values):
+        for (name, comment), value in zip(self.params, values, strict=False):  # a request may hold fewer numbers
             lines.append(f"    {name}={value!r},  # {comment}")
         lines.append("):")
         lines.append(f"    return {self.expression}")
@@ -256,7 +256,7 @@ class FakeSmall(FakeBackend):
         else:
             values = (found + [0] * len(names))[:len(names)]
         out: dict[str, Any] = {}
-        for name, value in zip(names, values):
+        for name, value in zip(names, values, strict=True):
             enum = props[name].get("enum")
             if enum is not None and self.mode in ("ok", "wrong"):
                 assert value in enum, f"{value!r} is not among the candidates {enum!r}"

@@ -66,7 +66,8 @@ def test_pages_need_a_login_and_the_key_lives_only_in_an_httponly_cookie(dash):
     assert r.status_code == 303 and r.headers["location"] == "/dashboard/groups"
     assert KEY_ADMIN not in r.headers["location"]
     cookie = r.headers["set-cookie"]
-    assert f"{COOKIE}=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/dashboard" in cookie
+    for attribute in (f"{COOKIE}=", "HttpOnly", "SameSite=strict", "Path=/dashboard"):
+        assert attribute in cookie
     assert c.get("/dashboard/groups").status_code == 200
     c.post("/dashboard/logout")
     assert c.get("/dashboard/groups").status_code == 303
@@ -338,7 +339,8 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tm
             ask(http, KEY_A, CURRENT_RATIO, CR_VALUES[5])  # a miss now, then (3 examples again) a build
             browser.implicitly_wait(0)
             from selenium.webdriver.support.ui import WebDriverWait
-            WebDriverWait(browser, 10).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#event-rows tr.ev-build")) >= 2)
+            builds = "#event-rows tr.ev-build"
+            WebDriverWait(browser, 10).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, builds)) >= 2)
 
             browser.find_element(By.ID, "logout").click()
             log_in(KEY_B)

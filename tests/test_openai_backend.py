@@ -53,9 +53,12 @@ def test_streamed_text_and_usage_are_returned():
     assert rec.bodies[0]["stream"] is True
 
 
+JSON_SCHEMA_FORMAT = {"type": "json_schema", "json_schema": {"name": "minicache_output", "schema": SCHEMA}}
+
+
 @pytest.mark.parametrize("profile,key,expected", [
-    ("vllm", "response_format", {"type": "json_schema", "json_schema": {"name": "minicache_output", "schema": SCHEMA}}),
-    ("openai", "response_format", {"type": "json_schema", "json_schema": {"name": "minicache_output", "schema": SCHEMA}}),
+    ("vllm", "response_format", JSON_SCHEMA_FORMAT),
+    ("openai", "response_format", JSON_SCHEMA_FORMAT),
     ("llama-cpp-python", "response_format", {"type": "json_object", "schema": SCHEMA}),
     ("ollama", "format", SCHEMA),
 ])

@@ -27,7 +27,7 @@ def exported(domain=CURRENT_RATIO, values=CR_VALUES[0], entry_id="ent_a", group=
             "validation": {"extraction": "choice", "passed": 3, "of": 3}, "rules": {},
             "hits": 4, "failures": 0, "created_at": 1.7e9, "updated_at": 1.7e9,
             "examples": [{"question": domain.ask(*values), "context": None, "answer": domain.answer(*values),
-                          "variables": dict(zip(domain.names, values))}]}
+                          "variables": dict(zip(domain.names, values, strict=True))}]}
 
 
 def two_entries() -> list[dict]:

@@ -202,7 +202,8 @@ def test_cache_controls_in_body_metadata_and_headers(rig):
 
 
 def test_bad_cache_controls_are_400(rig):
-    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"no_cache": "maybe"}))
+    body = chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"no_cache": "maybe"})
+    r = rig.client.post("/v1/chat/completions", json=body)
     assert_error(r, 400, "invalid_type")
     r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"grup": "x"}))
     assert_error(r, 400)
@@ -237,7 +238,8 @@ def test_structured_requests_are_served_by_stepcache_with_their_steps(make):
     assert second["minicache"]["verified"] is True and second["minicache"]["steps"][-1] == "y = 5"
     # the program cache can be asked for explicitly; a bad mode is a 400
     assert "steps" not in post(CURRENT_RATIO.ask(*CR_VALUES[0]), minicache={"mode": "program"})["minicache"]
-    r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"mode": "steps"}))
+    body = chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"mode": "steps"})
+    r = rig.client.post("/v1/chat/completions", json=body)
     assert_error(r, 400, "invalid_value")
     r = rig.client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[0], minicache={"mode": "step"}))
     assert_error(r, 400)

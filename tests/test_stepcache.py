@@ -374,7 +374,8 @@ def test_micro_benchmark_has_222_requests_per_seed_with_checkable_golds():
     for seed in (42, 43):
         reqs = micro.generate(seed)
         assert len(reqs) == 222 and len({r.id for r in reqs}) == 222
-        kinds = {p: sum(r.perturbation == p for r in reqs) for p in ("base", "constants", "names", "schema", "semantic")}
+        perturbations = ("base", "constants", "names", "schema", "semantic")
+        kinds = {p: sum(r.perturbation == p for r in reqs) for p in perturbations}
         assert kinds == {"base": 20, "constants": 60, "names": 60, "schema": 60, "semantic": 22}
         for r in reqs:
             req = parse(r.text)

@@ -111,22 +111,22 @@ def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
 
     values: dict[str, Any] = {}
     margins: dict[str, float] = {}
-    for i, field in enumerate(fields):
-        opening = ("{" if i == 0 else " ") + json.dumps(field.key) + ": "
+    for i, spec in enumerate(fields):
+        opening = ("{" if i == 0 else " ") + json.dumps(spec.key) + ": "
         end = "}" if i == len(fields) - 1 else ","
-        if field.allowed is None:
+        if spec.allowed is None:
             if token_bytes is None:
                 raise ValueError("text fields need token_bytes")
             push(tokenize(opening + '"'))
-            values[field.key] = _decode_text(field, logits, push, token_bytes, tokenize)
+            values[spec.key] = _decode_text(spec, logits, push, token_bytes, tokenize)
             push(tokenize('"' + end))
             continue
         push(tokenize(opening))
-        paths = [tokenize(json.dumps(v)) + tokenize(end) for v in field.allowed]
+        paths = [tokenize(json.dumps(v)) + tokenize(end) for v in spec.allowed]
         index, margin = _decode_choice(paths, logits, push)
-        values[field.key] = field.allowed[index]
+        values[spec.key] = spec.allowed[index]
         if margin is not None:
-            margins[field.key] = margin
+            margins[spec.key] = margin
     return Decoded(json.dumps(values), values, state["out"], state["evals"], state["first"],
                    time.perf_counter() - began, margins)
 

@@ -190,7 +190,7 @@ class LlamaCppBackend:
 
     def _common_prefix(self, tokens: list[int]) -> int:
         n = 0
-        for a, b in zip(self.llm.input_ids[:self.llm.n_tokens].tolist(), tokens):
+        for a, b in zip(self.llm.input_ids[:self.llm.n_tokens].tolist(), tokens, strict=False):  # stops at the shorter
             if a != b:
                 break
             n += 1

@@ -182,10 +182,12 @@ def render(summary: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|" + "---|" * len(refs) + "---|---|---|"]
     for name, m in methods.items():
         lat = m["latency_s"]
-        ratios = " | ".join(f"{methods[r]['latency_s']['mean'] / lat['mean']:.2f}x" if lat["mean"] else "-" for r in refs)
+        ratios = " | ".join(f"{methods[r]['latency_s']['mean'] / lat['mean']:.2f}x" if lat["mean"] else "-"
+                            for r in refs)
         lines.append(f"| {name} | {m['n']} | {m['correct_independent']}/{m['n']} | {m['correct_verifier']}/{m['n']} | "
-                     f"{lat['mean']:.2f}s | {lat['p50']:.2f}s | {lat['p95']:.2f}s | {ratios} | {m['solver_fallbacks']} | "
-                     f"{m['target_tokens']:,} | {stamp(m['measured_from'])}–{stamp(m['measured_to'])} |")
+                     f"{lat['mean']:.2f}s | {lat['p50']:.2f}s | {lat['p95']:.2f}s | {ratios} | "
+                     f"{m['solver_fallbacks']} | {m['target_tokens']:,} | "
+                     f"{stamp(m['measured_from'])}–{stamp(m['measured_to'])} |")
     for name, m in methods.items():
         if m.get("derived"):
             lines += ["", f"{name}: {m['derived']} of its {m['n']} rows were derived from no-reuse's answers (same "

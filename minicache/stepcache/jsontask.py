@@ -170,7 +170,7 @@ def rebind(cached: JsonRequest, old: dict[str, Any], req: JsonRequest) -> dict[s
     asked for as a number) are left out: the checks then mark them missing and only they are patched."""
     by_name = {k: k for k, _ in req.fields if k in old}
     if len(cached.fields) == len(req.fields):
-        for (ok, ot), (nk, nt) in zip(cached.fields, req.fields):
+        for (ok, ot), (nk, nt) in zip(cached.fields, req.fields, strict=True):
             if nk not in by_name and ok in old and ot == nt and ok not in req.keys:
                 by_name[nk] = ok
     out: dict[str, Any] = {}

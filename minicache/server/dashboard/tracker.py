@@ -98,7 +98,8 @@ class Tracker:
                 for kind in ("fallbacks", "errors"):
                     if deltas.get(kind):
                         n = int(deltas[kind])
-                        self._push(now, kind.removesuffix("s"), tenant, detail=f"{n} new {kind if n > 1 else kind[:-1]}")
+                        noun = kind if n > 1 else kind.removesuffix("s")
+                        self._push(now, kind.removesuffix("s"), tenant, detail=f"{n} new {noun}")
             fresh = self.engine.events[self._seen_events:]
             self._seen_events += len(fresh)
         for raw in fresh:  # tenant look-ups read the store: outside the lock
@@ -124,7 +125,8 @@ class Tracker:
         return None
 
     # -- reading --------------------------------------------------------------------------------
-    def series(self, tenants: Iterable[str], unit: str, n: int, now: float | None = None) -> list[tuple[int, dict[str, float]]]:
+    def series(self, tenants: Iterable[str], unit: str, n: int,
+               now: float | None = None) -> list[tuple[int, dict[str, float]]]:
         """The last ``n`` buckets of ``unit`` (oldest first, empty ones as zeros), summed over ``tenants``."""
         width = UNITS[unit]
         now = time.time() if now is None else now
@@ -177,7 +179,8 @@ def _describe(raw: dict[str, Any], tenant: str | None) -> tuple[str, str | None,
     if raw.get("event") == "build":
         if raw.get("ok"):
             rules = raw.get("rules", 0)
-            return "build", tenant, group, entry, f"built from {raw.get('source')}, {rules} rule{'' if rules == 1 else 's'}"
+            plural = "" if rules == 1 else "s"
+            return "build", tenant, group, entry, f"built from {raw.get('source')}, {rules} rule{plural}"
         detail = f"build failed after {raw.get('attempts', 0)} attempts"
         if raw.get("error"):
             detail += f": {raw['error']}"

@@ -70,7 +70,8 @@ def _quantile_bound(buckets: list[tuple[float, float]], count: int, q: float) ->
     return (finite[-1][0] if finite else math.inf), True
 
 
-def overview(engine: Any, metrics: Any, tracker: Any, tenant: str, tenants: list[str] | None, unit: str) -> dict[str, Any]:
+def overview(engine: Any, metrics: Any, tracker: Any, tenant: str, tenants: list[str] | None,
+             unit: str) -> dict[str, Any]:
     """Counters of ``tenant``, its requests over time, and (for admins: ``tenants`` given) latency by
     route and one row per tenant."""
     tracker.sample()
