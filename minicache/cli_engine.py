@@ -44,16 +44,33 @@ class Runtime:
     embedder: Callable[[], Embedder] = _shared_embedder
 
 
-def _engine(runtime: Runtime, store: str, **config) -> MiniCache:
-    """The engine on ``store``, opened first: a wrong --store fails before the models load."""
-    from .engine import EngineConfig, MiniCache
+ENGINE_OPTION_HELP = ("Set an engine option (a field of minicache.engine.EngineConfig), KEY=VALUE; repeatable. "
+                      "Nested tables with dots: verify.min_margin=1.5. Overrides [engine] in the config file "
+                      "and MINICACHE_ENGINE_<KEY> (see `minicache config --help`).")
+
+
+def engine_option(command: Callable) -> Callable:
+    """``--engine-option KEY=VALUE`` (repeatable): the command-line layer of the engine's options."""
+    return click.option("--engine-option", "engine_options", multiple=True, metavar="KEY=VALUE",
+                        help=ENGINE_OPTION_HELP)(command)
+
+
+def _engine(runtime: Runtime, store: str, options: tuple[str, ...] = (), **fixed) -> MiniCache:
+    """The engine on ``store``, opened first: a wrong --store fails before the models load. Its
+    options come from the configuration layer (config file, MINICACHE_ENGINE_*, ``options``), checked
+    before anything opens; ``fixed`` ones are what the command needs whatever the layer says."""
+    from dataclasses import replace
+
+    from .config import load_engine_config
+    from .engine import MiniCache
     from .store import open_store
 
+    config = replace(load_engine_config(options=options), **fixed)
     opened = open_store(store)
     try:
         click.echo("loading models...", err=True)
         target, small = runtime.backends()
-        return MiniCache(target, small, opened, embedder=runtime.embedder(), config=EngineConfig(**config))
+        return MiniCache(target, small, opened, embedder=runtime.embedder(), config=config)
     except BaseException:
         opened.close()
         raise
@@ -71,7 +88,8 @@ def _read_context(path: str | None) -> str | None:
 
 @click.command()
 @click.argument("question")
-@click.option("--context", "context_file", type=click.Path(allow_dash=True), help="File with context (a table, a document); - reads stdin.")
+@click.option("--context", "context_file", type=click.Path(allow_dash=True),
+              help="File with context (a table, a document); - reads stdin.")
 @click.option("--group", help="Optional group label; without it the request is routed automatically.")
 @click.option("--no-cache", is_flag=True, help="Do not look the request up (still records it).")
 @click.option("--no-store", is_flag=True, help="Record nothing about this request.")
@@ -81,12 +99,16 @@ def _read_context(path: str | None) -> str | None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @store_option
 @tenant_option
+@engine_option
 @click.pass_obj
 def solve(runtime: Runtime, question: str, context_file: str | None, group: str | None, no_cache: bool,
-          no_store: bool, mode: str, as_json: bool, store: str, tenant: str) -> None:
-    """Answer one QUESTION through the cache (hit, or step reuse) or the target model (miss)."""
+          no_store: bool, mode: str, as_json: bool, store: str, tenant: str, engine_options: tuple[str, ...]) -> None:
+    """Answer one QUESTION through the cache (hit, or step reuse) or the target model (miss).
+
+    A build this request makes possible runs before the command exits (background_builds is off
+    here whatever the configuration says: a one-shot process would lose it)."""
     context = _read_context(context_file)
-    with _engine(runtime, store, background_builds=False) as mc:
+    with _engine(runtime, store, engine_options, background_builds=False) as mc:
         r = mc.solve(question, context, group=group, tenant=tenant, no_cache=no_cache, no_store=no_store, mode=mode)
     if as_json:
         click.echo(json.dumps(r.to_dict(), indent=2, default=str))
@@ -105,9 +127,12 @@ def solve(runtime: Runtime, question: str, context_file: str | None, group: str 
 @click.option("--seed", default=0, show_default=True, help="Shuffle seed of the stream.")
 @click.option("--store", default=None, help="SQLite file or postgresql:// URL (default: a fresh temporary SQLite "
                                             "file, so the run starts cold).")
-@click.option("--json", "as_json", type=click.Path(), help="Also write the summary and per-request rows to this JSON file.")
+@click.option("--json", "as_json", type=click.Path(),
+              help="Also write the summary and per-request rows to this JSON file.")
+@engine_option
 @click.pass_obj
-def run(runtime: Runtime, groups: int, per_group: int, seed: int, store: str | None, as_json: str | None) -> None:
+def run(runtime: Runtime, groups: int, per_group: int, seed: int, store: str | None, as_json: str | None,
+        engine_options: tuple[str, ...]) -> None:
     """The main job: a shuffled stream of FinLoRA Formula requests through MiniCache on the configured models.
 
     Shows each request's route (miss / hit / fallback), latency and correctness against gold, and each
@@ -119,7 +144,7 @@ def run(runtime: Runtime, groups: int, per_group: int, seed: int, store: str | N
     from .mainjob import format_summary, formula_stream, serve_and_show
 
     with tempfile.TemporaryDirectory() as tmp:
-        with _engine(runtime, store or f"{tmp}/minicache.db") as mc:
+        with _engine(runtime, store or f"{tmp}/minicache.db", engine_options) as mc:
             stream = formula_stream(groups, per_group, seed=seed)
             click.echo(f"streaming {len(stream)} requests from {groups} formulas (cold cache)...", err=True)
             summary = serve_and_show(mc, stream)

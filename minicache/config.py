@@ -1,7 +1,8 @@
-"""Settings: which backend plays each model role, read from a TOML file and environment variables.
+"""Models and engine settings: which backend plays each model role, and the engine's options.
 
-Precedence: explicit arguments > environment variables > config file > defaults. The config file is
-``$MINICACHE_CONFIG`` or ``~/.config/minicache/config.toml`` if it exists::
+Read through the one configuration layer (:mod:`minicache.settings`: defaults < config file <
+environment < command-line flags). The config file is ``$MINICACHE_CONFIG``, else
+``~/.config/minicache/config.toml`` if it exists::
 
     [target]                       # the model that writes programs
     backend = "openai"             # "embedded" (default) or "openai"
@@ -9,30 +10,57 @@ Precedence: explicit arguments > environment variables > config file > defaults.
     model = "Qwen/Qwen2.5-Coder-32B-Instruct"
     profile = "vllm"               # openai | vllm | sglang | llama-server | llama-cpp-python | ollama
     api_key_env = "VLLM_API_KEY"   # name of the env var holding the key (keys never go in the file)
+    timeout_s = 120
 
     [small]                        # the model that extracts variables and drafts
     backend = "embedded"
 
+    [engine]                       # any field of minicache.engine.EngineConfig
+    build_after = 3
+    [engine.verify]                # ... and of its nested tables (verify, step, admission)
+    min_margin = 1.0
+
 Environment variables, per role (``TARGET`` or ``SMALL``): ``MINICACHE_<ROLE>_BACKEND``,
-``MINICACHE_<ROLE>_URL``, ``MINICACHE_<ROLE>_MODEL``, ``MINICACHE_<ROLE>_PROFILE``,
-``MINICACHE_<ROLE>_API_KEY``; and ``MINICACHE_SPECULATIVE`` (none | small | lookup),
-``MINICACHE_THREADS``, ``MINICACHE_MODELS_DIR``.
+``MINICACHE_<ROLE>_URL`` (alone, it also sets the backend to "openai"), ``MINICACHE_<ROLE>_MODEL``,
+``MINICACHE_<ROLE>_PROFILE``, ``MINICACHE_<ROLE>_API_KEY``; ``MINICACHE_SPECULATIVE`` (none | small |
+lookup); ``MINICACHE_ENGINE_<KEY>`` for every engine option (``MINICACHE_ENGINE_VERIFY__MIN_MARGIN``).
+``MINICACHE_THREADS`` and ``MINICACHE_MODELS_DIR`` are read where the models load.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .models.base import ModelBackend
+from .settings import (
+    Schema,
+    Setting,
+    build,
+    env_names,
+    env_settings,
+    file_settings,
+    option_settings,
+    read_toml,
+    resolve,
+)
+
+if TYPE_CHECKING:
+    from .engine import EngineConfig
 
 ROLES = ("target", "small")
 SPECULATIVE = ("none", "small", "lookup")
+ROLE_KEYS: Schema = {"backend": str, "base_url": str, "model": str, "profile": str, "api_key_env": str,
+                     "timeout_s": float}
+MODEL_ENV = {**{f"MINICACHE_{role.upper()}_{var}": (role, key) for role in ROLES for var, key in
+                (("BACKEND", "backend"), ("URL", "base_url"), ("MODEL", "model"), ("PROFILE", "profile"))},
+             "MINICACHE_SPECULATIVE": ("speculative",)}
+ENGINE_FLAG = "--engine-option"
 
 
 @dataclass(frozen=True)
@@ -54,6 +82,18 @@ class Settings:
     source: str = "defaults"
 
 
+def file_schema() -> Schema:
+    """The keys of the config file (imported lazily: the engine imports this module's users)."""
+    from .engine import EngineConfig
+
+    return {"target": ROLE_KEYS, "small": ROLE_KEYS, "speculative": str, "n_ctx": int, "engine": EngineConfig}
+
+
+def engine_env() -> dict[str, tuple[str, ...]]:
+    """``MINICACHE_ENGINE_<KEY>`` -> ``("engine", ...)`` for every engine option."""
+    return env_names(file_schema(), "MINICACHE_ENGINE_", ("engine",))
+
+
 def config_path() -> Path:
     explicit = os.environ.get("MINICACHE_CONFIG")
     if explicit:
@@ -62,48 +102,68 @@ def config_path() -> Path:
     return Path(base) / "minicache" / "config.toml"
 
 
-def _role_from(data: dict[str, Any], role: str, where: str, env: dict[str, str]) -> RoleSettings:
-    known = {"backend", "base_url", "model", "profile", "api_key_env", "timeout_s"}
-    unknown = set(data) - known
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) in [{role}]: {', '.join(sorted(unknown))}")
-    key = env.get(data["api_key_env"]) if data.get("api_key_env") else None
-    return RoleSettings(backend=data.get("backend", "embedded"), base_url=data.get("base_url"),
-                        model=data.get("model"), profile=data.get("profile", "openai"), api_key=key,
-                        timeout_s=float(data.get("timeout_s", 120.0)))
-
-
-def load_settings(path: Path | None = None, env: dict[str, str] | None = None) -> Settings:
-    """Read the config file (if any), then apply environment overrides, then validate."""
-    env = dict(os.environ) if env is None else env
+def _file_layer(path: Path | None) -> tuple[list[Setting], str]:
+    """The config file's settings and its name, or nothing and "defaults" when there is no file."""
     path = path or config_path()
-    settings = Settings()
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-        unknown = set(data) - {"target", "small", "speculative", "n_ctx"}
-        if unknown:
-            raise ConfigError(f"{path}: unknown section(s) or key(s): {', '.join(sorted(unknown))}")
-        settings = Settings(
-            target=_role_from(data.get("target", {}), "target", str(path), env),
-            small=_role_from(data.get("small", {}), "small", str(path), env),
-            speculative=data.get("speculative", "none"), n_ctx=int(data.get("n_ctx", 4096)),
-            source=str(path))
+    if not path.exists():
+        return [], "defaults"
+    return file_settings(read_toml(path), file_schema(), str(path)), str(path)
+
+
+def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """The model settings: config file, then environment, then the checks across keys."""
+    env = os.environ if env is None else env
+    layer, source = _file_layer(path)
+    from_env = env_settings(env, MODEL_ENV)
+    for role in ROLES:  # a server URL alone means an OpenAI-compatible backend
+        paths = {s.path for s in from_env}
+        if (role, "base_url") in paths and (role, "backend") not in paths:
+            from_env.append(Setting((role, "backend"), "openai", f"MINICACHE_{role.upper()}_URL", text=True))
+    values = resolve(file_schema(), [[s for s in layer if s.path[0] != "engine"], from_env])
+    roles = {}
     for role in ROLES:
-        current: RoleSettings = getattr(settings, role)
-        prefix = f"MINICACHE_{role.upper()}_"
-        changes = {attr: env[prefix + var] for var, attr in
-                   (("BACKEND", "backend"), ("URL", "base_url"), ("MODEL", "model"),
-                    ("PROFILE", "profile"), ("API_KEY", "api_key")) if env.get(prefix + var)}
-        if changes.get("base_url") and "backend" not in changes:
-            changes["backend"] = "openai"
-        settings = replace(settings, **{role: replace(current, **changes)})
-    if env.get("MINICACHE_SPECULATIVE"):
-        settings = replace(settings, speculative=env["MINICACHE_SPECULATIVE"])
+        data = dict(values.pop(role, {}))
+        key_env = data.pop("api_key_env", None)
+        api_key = env.get(f"MINICACHE_{role.upper()}_API_KEY") or (env.get(key_env) if key_env else None)
+        roles[role] = RoleSettings(**data, api_key=api_key or None)
+    settings = Settings(target=roles["target"], small=roles["small"], **values, source=source)
     validate(settings)
     return settings
+
+
+def load_engine_config(path: Path | None = None, env: Mapping[str, str] | None = None, *,
+                       extra: Sequence[Setting] = (), options: Sequence[str] = ()) -> EngineConfig:
+    """The engine's options: defaults < the config file's ``[engine]`` < ``extra`` (another file's
+    settings, e.g. ``serve --config``) < ``MINICACHE_ENGINE_*`` < ``--engine-option KEY=VALUE``."""
+    from .engine import EngineConfig
+
+    env = os.environ if env is None else env
+    layer, _ = _file_layer(path)
+    layers = [[s for s in layer if s.path[0] == "engine"], [s for s in extra if s.path[0] == "engine"],
+              env_settings(env, engine_env()), option_settings(options, ("engine",), ENGINE_FLAG)]
+    config: EngineConfig = build(EngineConfig, resolve(file_schema(), layers).get("engine", {}))
+    check_engine(config)
+    return config
+
+
+_SHARES = ("route_threshold", "audit_rate", "audit_delta", "step.threshold")  # fractions: 0..1
+
+
+def check_engine(config: Any, prefix: str = "") -> None:
+    """Checks types cannot express: no negative numbers anywhere, shares within 0..1, and a
+    validation that can pass (validate_min <= validate_n)."""
+    for f in dataclasses.fields(config):
+        value, key = getattr(config, f.name), prefix + f.name
+        if dataclasses.is_dataclass(value):
+            check_engine(value, key + ".")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value < 0:
+                raise ConfigError(f"engine option {key} must not be negative, not {value}")
+            if key in _SHARES and value > 1:
+                raise ConfigError(f"engine option {key} is a share and must be between 0 and 1, not {value}")
+    if not prefix and config.validate_min > config.validate_n:
+        raise ConfigError(f"engine option validate_min ({config.validate_min}) must not exceed validate_n "
+                          f"({config.validate_n}): no candidate could pass")
 
 
 def validate(settings: Settings) -> None:
@@ -160,8 +220,8 @@ def build_backends(settings: Settings | None = None) -> tuple[ModelBackend, Mode
         drafter = small if isinstance(small, LlamaCppBackend) else None
         if settings.speculative == "small" and drafter is None:
             raise ConfigError("speculative = 'small' needs the small model to be embedded too")
-        target = LlamaCppBackend.embedded("target", n_ctx=settings.n_ctx, drafter_model=drafter,
-                                          default_draft=settings.speculative)  # type: ignore[arg-type]
+        target: ModelBackend = LlamaCppBackend.embedded("target", n_ctx=settings.n_ctx, drafter_model=drafter,
+                                                        default_draft=settings.speculative)
     else:
         target = BACKENDS[settings.target.backend]("target", settings.target, settings)
     return target, small

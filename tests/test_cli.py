@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fakes import (CR_VALUES, CURRENT_RATIO, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder, numbers_in,
-                   request_of)
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
+from fakes import CR_VALUES, CURRENT_RATIO, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder, numbers_in, request_of
 from minicache.cli import Runtime, main
 from minicache.models import FakeBackend
 from minicache.portability import parse_export
@@ -36,8 +34,8 @@ def fakes(target=None, small=None) -> Runtime:
     return Runtime(backends=lambda: (target or FakeTarget(), small or FakeSmall()), embedder=lambda: embedder)
 
 
-def cli(*args: str, obj: Runtime | None = None, env: dict | None = None, input: str | None = None):
-    return CliRunner().invoke(main, list(args), obj=obj if obj is not None else fakes(), env=env, input=input,
+def cli(*args: str, obj: Runtime | None = None, env: dict | None = None, stdin: str | None = None):
+    return CliRunner().invoke(main, list(args), obj=obj if obj is not None else fakes(), env=env, input=stdin,
                               catch_exceptions=False)
 
 
@@ -63,7 +61,7 @@ def export_doc(entry_id: str = "ent_file") -> list[dict]:
              "template": [v.as_dict() for v in parse_signature(program).template], "hits": 2,
              "examples": [{"question": CURRENT_RATIO.ask(*CR_VALUES[0]), "context": None,
                            "answer": CURRENT_RATIO.answer(*CR_VALUES[0]),
-                           "variables": dict(zip(CURRENT_RATIO.names, CR_VALUES[0]))}]}]
+                           "variables": dict(zip(CURRENT_RATIO.names, CR_VALUES[0], strict=True))}]}]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -102,7 +100,8 @@ def test_the_commands_tested_here_are_all_the_commands():
     assert set(main.commands["entries"].commands) == ENTRY_COMMANDS
 
 
-@pytest.mark.parametrize("path", [[]] + [[c] for c in sorted(COMMANDS)] + [["entries", c] for c in sorted(ENTRY_COMMANDS)])
+@pytest.mark.parametrize("path", [[], *([c] for c in sorted(COMMANDS)),
+                                  *(["entries", c] for c in sorted(ENTRY_COMMANDS))])
 def test_every_command_has_help(path):
     result = cli(*path, "--help")
     assert result.exit_code == 0 and "Usage: " in result.stdout
@@ -165,6 +164,84 @@ def test_serve_checks_its_arguments():
     assert result.exit_code == 2 and "--port" in result.stderr
     result = cli("serve", "--config", "/nonexistent/server.toml")
     assert result.exit_code == 2 and "--config" in result.stderr
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """``serve`` on fakes: MiniCache.local builds the engine on the fake models with the config it is
+    given, and uvicorn's run records the app it would serve instead of listening."""
+    import uvicorn
+
+    from minicache.engine import MiniCache
+
+    apps: list = []
+
+    def local(store, **kwargs):
+        return MiniCache(FakeTarget(), FakeSmall(), str(tmp_path / "served.db"), embedder=HashEmbedder(), **kwargs)
+
+    monkeypatch.setattr(MiniCache, "local", local)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: apps.append(self.config.app))
+    monkeypatch.setenv("MINICACHE_CONFIG", str(tmp_path / "absent.toml"))
+    for name in [n for n in __import__("os").environ if n.startswith(("MINICACHE_ENGINE_", "MINICACHE_SERVER_"))]:
+        monkeypatch.delenv(name)
+    return apps
+
+
+def test_serve_passes_engine_options_from_its_file_env_and_flags_to_the_served_engine(served, tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text("[engine]\nbuild_after = 5\naudit_rate = 0.2\nmiss_max_tokens = 100\n[engine.verify]\n"
+                    "min_margin = 2.5\n", encoding="utf-8")
+    result = cli("serve", "--config", str(path), "--engine-option", "miss_max_tokens=300",
+                 "--engine-option", "step.candidates=7", env={"MINICACHE_ENGINE_AUDIT_RATE": "0.4",
+                                                             "MINICACHE_ENGINE_MISS_MAX_TOKENS": "200"})
+    assert result.exit_code == 0, result.stderr
+    (app,) = served
+    config = app.state.engine.config
+    assert (config.build_after, config.verify.min_margin) == (5, 2.5)  # from the file
+    assert config.audit_rate == 0.4  # the environment over the file
+    assert (config.miss_max_tokens, config.step.candidates) == (300, 7)  # the flags over both
+
+
+def test_serve_refuses_a_bad_engine_option_before_the_models_load(served, monkeypatch):
+    from minicache.engine import MiniCache
+
+    monkeypatch.setattr(MiniCache, "local", lambda *a, **k: pytest.fail("the models were loaded"))
+    result = cli("serve", "--engine-option", "build_afterr=5")
+    assert result.exit_code == 1 and "unknown key 'engine.build_afterr'" in result.stderr
+    result = cli("serve", env={"MINICACHE_ENGINE_FROZEN": "perhaps"})
+    assert result.exit_code == 1 and "MINICACHE_ENGINE_FROZEN: engine.frozen: Input should be a valid boolean" \
+        in result.stderr
+    assert served == []
+
+
+def test_config_shows_the_engine_and_with_config_the_server_without_its_keys(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text('admin_keys = ["sk-admin-secret-1"]\n[api_keys]\n"sk-tenant-secret-1" = "team"\n'
+                    "[limits]\nburst = 7\n[engine]\nbuild_after = 6\n", encoding="utf-8")
+    env = {"MINICACHE_CONFIG": str(tmp_path / "none.toml"), "MINICACHE_ENGINE_AUDIT_RATE": "0.5"}
+    result = cli("config", "--config", str(path), "--engine-option", "frozen=true", env=env)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["engine"]["build_after"], data["engine"]["audit_rate"], data["engine"]["frozen"]) == (6, 0.5, True)
+    assert data["server"]["burst"] == 7 and data["server"]["api_keys"] == ["*** -> team"]
+    assert "secret" not in result.stdout
+    assert "server" not in json.loads(cli("config", env=env).stdout)
+
+
+def test_config_names_an_unknown_key_in_the_server_file(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text("[limits]\nbodytimeout = 3\n", encoding="utf-8")
+    result = cli("config", "--config", str(path), env={"MINICACHE_CONFIG": str(tmp_path / "none.toml")})
+    one_error_line(result, str(path), "unknown key 'limits.bodytimeout'", "body_timeout_s")
+
+
+def test_solve_and_run_read_engine_options(spec):
+    """An option that refuses every request shows that the option reached the engine."""
+    result = cli("solve", CURRENT_RATIO.ask(*CR_VALUES[0]), "--store", spec, "--engine-option", "max_question_chars=10")
+    one_error_line(result, "question")
+    result = cli("run", "--groups", "1", "--per-group", "2", "--store", spec,
+                 env={"MINICACHE_ENGINE_MAX_QUESTION_CHARS": "10"})
+    one_error_line(result, "the limit is 10")
 
 
 def test_bench_checks_its_arguments(tmp_path):

@@ -1,6 +1,8 @@
 """Server settings: API keys (key -> tenant), admin keys and limits, from a TOML file and env vars.
 
-Precedence: environment variables > the file > defaults. Example file (``minicache serve --config``)::
+Read through the one configuration layer (:mod:`minicache.settings`): defaults < the file <
+environment variables. The file (``minicache serve --config``) may also hold an ``[engine]`` table,
+which :func:`minicache.config.load_engine_config` reads for the served engine::
 
     admin_keys = ["sk-admin-..."]
     public_metrics = false           # true: /metrics needs no key even when auth is on
@@ -19,29 +21,65 @@ Precedence: environment variables > the file > defaults. Example file (``minicac
     auth_fail_per_s = 0.5            # failed authentications allowed per client address: refill ...
     auth_fail_burst = 10             # ... and burst; beyond them -> 429 for that address
 
+    [engine]                         # the served engine's options (minicache.engine.EngineConfig)
+    audit_rate = 0.05
+
 Environment: ``MINICACHE_SERVER_API_KEYS`` ("key=tenant,key=tenant"), ``MINICACHE_SERVER_ADMIN_KEYS``
 ("key,key"), ``MINICACHE_SERVER_MAX_BODY_BYTES``, ``MINICACHE_SERVER_RATE_PER_S``,
 ``MINICACHE_SERVER_BURST``, ``MINICACHE_SERVER_MAX_INFLIGHT``, ``MINICACHE_SERVER_MAX_INFLIGHT_PER_CALLER``,
 ``MINICACHE_SERVER_BODY_TIMEOUT_S``, ``MINICACHE_SERVER_AUTH_FAIL_PER_S``, ``MINICACHE_SERVER_AUTH_FAIL_BURST``,
-``MINICACHE_SERVER_PUBLIC_METRICS``.
+``MINICACHE_SERVER_PUBLIC_METRICS`` (true/false, 1/0, yes/no, on/off), ``MINICACHE_SERVER_MODEL_NAME``.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
+from pydantic import StringConstraints
 from pydantic_core import PydanticCustomError
 
 from ..errors import ConfigError
+from ..settings import Parsed, Schema, Setting, env_settings, file_settings, read_toml, resolve
 from .protocol import check_label
 
-_LIMITS = {"max_body_bytes": int, "rate_per_s": float, "burst": int, "max_inflight": int,
-           "max_inflight_per_caller": int, "body_timeout_s": float, "auth_fail_per_s": float, "auth_fail_burst": int}
-_TOP = {"api_keys", "admin_keys", "public_metrics", "model_name", "limits"}
+LIMITS: Schema = {"max_body_bytes": int, "rate_per_s": float, "burst": int, "max_inflight": int,
+                  "max_inflight_per_caller": int, "body_timeout_s": float, "auth_fail_per_s": float,
+                  "auth_fail_burst": int}
+
+
+def _api_keys(raw: str) -> dict[str, str]:
+    keys = {}
+    for item in raw.split(","):
+        key, sep, tenant = item.strip().partition("=")
+        if not sep:
+            raise ValueError("must be 'key=tenant,key=tenant'")
+        keys[key.strip()] = tenant.strip()
+    return keys
+
+
+def _key_list(raw: str) -> list[str]:
+    return [k.strip() for k in raw.split(",") if k.strip()]
+
+
+ENV: dict[str, tuple[str, ...] | Parsed] = {
+    "MINICACHE_SERVER_API_KEYS": Parsed(("api_keys",), _api_keys),
+    "MINICACHE_SERVER_ADMIN_KEYS": Parsed(("admin_keys",), _key_list),
+    **{f"MINICACHE_SERVER_{name.upper()}": ("limits", name) for name in LIMITS},
+    "MINICACHE_SERVER_PUBLIC_METRICS": ("public_metrics",),
+    "MINICACHE_SERVER_MODEL_NAME": ("model_name",),
+}
+
+
+def file_schema() -> Schema:
+    """The keys of the server file (the engine is imported lazily: it is only a table's type here)."""
+    from ..engine import EngineConfig
+
+    return {"api_keys": dict[str, str], "admin_keys": list[str], "public_metrics": bool,
+            "model_name": Annotated[str, StringConstraints(min_length=1)], "limits": LIMITS, "engine": EngineConfig}
 
 
 @dataclass(frozen=True)
@@ -94,78 +132,15 @@ def validate(config: ServerConfig) -> None:
         raise ConfigError("auth_fail_per_s must be >= 0 (0 = unthrottled) and auth_fail_burst >= 1")
 
 
-def _from_toml(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read server config {path}: {exc}") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = set(data) - _TOP
-    if unknown:
-        raise ConfigError(f"{path}: unknown key(s): {', '.join(sorted(unknown))}")
-    out: dict[str, Any] = {}
-    keys = data.get("api_keys", {})
-    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
-        raise ConfigError(f"{path}: [api_keys] must map keys to tenant names")
-    out["api_keys"] = keys
-    admin = data.get("admin_keys", [])
-    if not isinstance(admin, list) or not all(isinstance(k, str) for k in admin):
-        raise ConfigError(f"{path}: admin_keys must be a list of strings")
-    out["admin_keys"] = frozenset(admin)
-    if "public_metrics" in data:
-        if not isinstance(data["public_metrics"], bool):
-            raise ConfigError(f"{path}: public_metrics must be true or false")
-        out["public_metrics"] = data["public_metrics"]
-    if "model_name" in data:
-        if not isinstance(data["model_name"], str) or not data["model_name"]:
-            raise ConfigError(f"{path}: model_name must be a non-empty string")
-        out["model_name"] = data["model_name"]
-    limits = data.get("limits", {})
-    if not isinstance(limits, dict):
-        raise ConfigError(f"{path}: [limits] must be a table")
-    for name, value in limits.items():
-        kind = _LIMITS.get(name)
-        if kind is None:
-            raise ConfigError(f"{path}: unknown key in [limits]: {name}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-            raise ConfigError(f"{path}: [limits] {name} must be a number")
-        out[name] = kind(value)
-    return out
+def server_file_settings(path: str | Path) -> list[Setting]:
+    """Every setting in the server file, ``[engine]`` included; unknown keys are errors."""
+    path = Path(path).expanduser()
+    return file_settings(read_toml(path), file_schema(), str(path))
 
 
-def _from_env(env: dict[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    raw = env.get("MINICACHE_SERVER_API_KEYS")
-    if raw:
-        keys = {}
-        for item in raw.split(","):
-            key, sep, tenant = item.strip().partition("=")
-            if not sep:
-                raise ConfigError("MINICACHE_SERVER_API_KEYS must be 'key=tenant,key=tenant'")
-            keys[key.strip()] = tenant.strip()
-        out["api_keys"] = keys
-    raw = env.get("MINICACHE_SERVER_ADMIN_KEYS")
-    if raw:
-        out["admin_keys"] = frozenset(k.strip() for k in raw.split(",") if k.strip())
-    for name, kind in _LIMITS.items():
-        raw = env.get(f"MINICACHE_SERVER_{name.upper()}")
-        if raw:
-            try:
-                out[name] = kind(raw)
-            except ValueError:
-                raise ConfigError(f"MINICACHE_SERVER_{name.upper()} must be a number, not {raw!r}") from None
-    raw = env.get("MINICACHE_SERVER_PUBLIC_METRICS")
-    if raw:
-        out["public_metrics"] = raw.strip().lower() in ("1", "true", "yes", "on")
-    return out
-
-
-def load_server_config(path: str | Path | None = None, env: dict[str, str] | None = None) -> ServerConfig:
+def load_server_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> ServerConfig:
     """The file at ``path`` (if given; it must exist), then ``MINICACHE_SERVER_*`` overrides."""
-    env = dict(os.environ) if env is None else env
-    values: dict[str, Any] = {}
-    if path is not None:
-        values.update(_from_toml(Path(path).expanduser()))
-    values.update(_from_env(env))
-    return replace(ServerConfig(), **values)
+    env = os.environ if env is None else env
+    layer = server_file_settings(path) if path is not None else []
+    values = resolve(file_schema(), [[s for s in layer if s.path[0] != "engine"], env_settings(env, ENV)])
+    return replace(ServerConfig(), **values.pop("limits", {}), **values)

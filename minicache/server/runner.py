@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import load_engine_config
 from ..engine import EngineConfig, MiniCache
 from ..errors import ConfigError
 from .app import create_app
-from .config import ServerConfig, load_server_config
+from .config import ServerConfig, load_server_config, server_file_settings
 
 log = logging.getLogger("minicache.server")
 
@@ -37,18 +39,27 @@ def check_exposure(host: str, config: ServerConfig, insecure_no_auth: bool) -> N
 
 def serve(host: str = "127.0.0.1", port: int = 8000, store: str = "minicache.db",
           config: ServerConfig | str | Path | None = None, *, engine: MiniCache | None = None,
-          engine_config: EngineConfig | None = None, log_level: str = "info",
-          insecure_no_auth: bool = False) -> None:
+          engine_config: EngineConfig | None = None, engine_options: Sequence[str] = (),
+          log_level: str = "info", insecure_no_auth: bool = False) -> None:
     """Serve until interrupted. ``store`` is a SQLite path (or a DSN the store layer accepts);
     ``config`` a :class:`ServerConfig` or the path of its TOML file (``MINICACHE_SERVER_*`` env vars
     apply either way when a path or None is given). Without ``engine``, the target and small models
     are the configured ones (``minicache config``: embedded GGUF models by default), and the engine
     is closed on exit. Without API keys it serves only on a loopback address, unless
     ``insecure_no_auth`` (the CLI's ``--insecure-no-auth``) says otherwise; the admin endpoints
-    always need an admin key."""
+    always need an admin key.
+
+    Without ``engine_config``, the engine's options come from the configuration layer: the models
+    config file's ``[engine]``, then the ``config`` file's, then ``MINICACHE_ENGINE_*``, then
+    ``engine_options`` (``KEY=VALUE``, the CLI's ``--engine-option``); all are checked before any
+    model loads."""
     import uvicorn
 
     server_config = config if isinstance(config, ServerConfig) else load_server_config(config)
+    if engine is None and engine_config is None:
+        path = None if isinstance(config, ServerConfig) else config
+        from_file = server_file_settings(path) if path is not None else []
+        engine_config = load_engine_config(extra=from_file, options=engine_options)
     check_exposure(host, server_config, insecure_no_auth)
     own = engine is None
     if engine is None:
