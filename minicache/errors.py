@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for a type hint only: errors.py imports nothing of MiniCache at run time
+    from .models.smoke import SmokeResult
+
 
 class MiniCacheError(Exception):
     """Base class of every error MiniCache raises deliberately."""
@@ -45,3 +50,94 @@ class ModelRequestsBlocked(BackendError):
 
 class InvalidRequest(MiniCacheError):
     """The input itself is unusable (a request, an import document); nothing was stored."""
+
+
+class SolveError(MiniCacheError):
+    """Neither the cache nor the target could produce an answer for this request."""
+
+
+class ExtractionError(MiniCacheError):
+    """The template could not be filled for this request (the engine falls back to the miss path)."""
+
+
+class HitRefused(ExtractionError):
+    """The hit could not be shown to be right; the request goes to the miss path.
+
+    ``check`` names the check that refused; ``shadow`` marks a refusal only because the entry is
+    demoted, after which the engine audits the would-be hit against the miss answer."""
+
+    def __init__(self, check: str, reason: str, *, shadow: bool = False) -> None:
+        super().__init__(f"{check}: {reason}")
+        self.check, self.reason, self.shadow = check, reason, shadow
+
+
+class ProgramError(MiniCacheError):
+    """A program gave no usable answer: refused by the sandbox's gate, failed while running, or
+    returned something that is not an answer. The hit, miss and build paths catch this one class."""
+
+
+class SandboxViolation(ProgramError):
+    """The program uses something outside the sandbox's allow-list; it was not run."""
+
+
+class SandboxError(ProgramError):
+    """The program ran in the sandbox but failed: exception, timeout, resource limit, bad result."""
+
+    def __init__(self, message: str, kind: str = "error") -> None:
+        super().__init__(message)
+        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable"
+
+
+class SandboxUnavailable(SandboxError):
+    """This machine cannot provide the sandbox's OS layer; no program is run without it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="unavailable")
+
+
+class AnswerError(ProgramError):
+    """A program ran, but its value is not an answer (None, a bool, NaN, an empty or huge object).
+
+    Not a :class:`SandboxError`: the sandbox did its job; the value is the program's mistake."""
+
+
+class ProgramShapeError(MiniCacheError, ValueError):
+    """A program is not a ``solve(...)`` with keyword parameters and literal defaults.
+
+    Also a ValueError, which callers caught before it joined this hierarchy."""
+
+
+class NotAStepTask(MiniCacheError):
+    """The request is not one StepCache can verify (a linear equation to solve, or JSON with typed keys)."""
+
+
+class StepParseError(MiniCacheError, ValueError):
+    """Text is not a linear expression in the unknown (``stepcache.linear.ParseError``; a ValueError too)."""
+
+
+class StepUnreadable(MiniCacheError, ValueError):
+    """A side of an equation that is not arithmetic in the unknown (``stepcache.independent_check.Unreadable``)."""
+
+
+class SmokeCheckError(MiniCacheError):
+    """The llama.cpp build could not load a model and decode one token on this machine."""
+
+    def __init__(self, message: str, results: dict[str, SmokeResult]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+class Denied(MiniCacheError):
+    """The dashboard refuses a viewer: ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class StoreError(MiniCacheError):
+    """The store could not be opened, is from a newer MiniCache, or refused a write (nothing written)."""
+
+
+class StoreBusy(StoreError):
+    """Another writer held the database's write lock for longer than the busy timeout (retry later)."""

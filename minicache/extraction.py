@@ -18,9 +18,9 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from .errors import BackendError, MiniCacheError
+from .errors import BackendError, ExtractionError  # ExtractionError re-exported
 from .models.base import GenerationOptions, Message, ModelBackend
 from .store.base import Entry, Variable
 
@@ -51,10 +51,6 @@ def check_grounded(template: list[Variable], values: dict[str, Any], text: str) 
             if missing or not str(values.get(v.name, "")).strip():
                 raise ExtractionError(f"variable {v.name!r} should be words of the request; "
                                       f"{', '.join(missing[:5]) or 'it is empty'} not found there")
-
-
-class ExtractionError(MiniCacheError):
-    """The template could not be filled for this request (the engine falls back to the miss path)."""
 
 
 @dataclass
@@ -104,7 +100,107 @@ def _anchor_words(text: str, cand: Candidate, width: int = 4) -> list[str]:
     return _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-width:]
 
 
-def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+_WEAK_ANCHORS = {"of", "is", "at", "and", "the", "a", "for", "to", "by", "with", "in"}
+
+
+@dataclass(frozen=True)
+class AnchorRule:
+    """The number right after these words (the last words before it)."""
+
+    words: tuple[str, ...]
+    kind: Literal["anchor"] = "anchor"
+
+    def apply(self, text: str, cands: list[Candidate]) -> float | int | None:
+        words = list(self.words)
+        hits = {c.value for c in cands if _anchor_words(text, c)[-len(words):] == words}
+        # The scaled and unscaled readings of "2.4 million" share an anchor: take the first one written,
+        # which the validated examples agreed with.
+        hits_ordered = [c.value for c in cands if _anchor_words(text, c)[-len(words):] == words]
+        if len(hits) == 1 or (hits_ordered and len({c.start for c in cands if c.value in hits}) == 1):
+            return hits_ordered[0]
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "words": list(self.words)}
+
+
+@dataclass(frozen=True)
+class KeywordRule:
+    """The number whose nearby words share the most stems with the variable's name."""
+
+    stems: tuple[str, ...]
+    kind: Literal["keyword"] = "keyword"
+
+    def apply(self, text: str, cands: list[Candidate]) -> float | int | None:
+        # Only a unique best (by place: "2.4 million" is read both ways at one place) counts.
+        scored = [(_keyword_score(text, c, list(self.stems)), c) for c in cands]
+        best = max((score for score, _ in scored), default=0)
+        top = [c for score, c in scored if score == best]
+        if best == 0 or len({c.start for c in top}) != 1:
+            return None
+        return top[0].value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "stems": list(self.stems)}
+
+
+@dataclass(frozen=True)
+class PositionRule:
+    """The ``index``-th of exactly ``count`` numbers in the request."""
+
+    index: int
+    count: int
+    kind: Literal["position"] = "position"
+
+    def apply(self, text: str, cands: list[Candidate]) -> float | int | None:
+        return cands[self.index].value if len(cands) == self.count else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "index": self.index, "count": self.count}
+
+
+Rule = AnchorRule | KeywordRule | PositionRule
+
+
+def _words(value: Any, nonempty: bool) -> tuple[str, ...] | None:
+    if not isinstance(value, list) or not 0 < len(value) <= 8:
+        return None
+    return tuple(value) if all(isinstance(w, str) and (w or not nonempty) for w in value) else None
+
+
+def parse_rule(data: Any) -> Rule | None:
+    """A rule from its stored JSON form (an entry's ``rules``, an import), or None if it is not one.
+
+    ``parse_rule(rule.to_json()) == rule`` for every rule, and ``to_json`` writes the keys in the
+    order entries already in users' stores have them."""
+    if isinstance(data, (AnchorRule, KeywordRule, PositionRule)):
+        data = data.to_json()  # a typed rule passes the same shape checks as a stored one
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("kind")
+    if kind == "anchor" and (words := _words(data.get("words"), False)) is not None:
+        return AnchorRule(words)
+    if kind == "keyword" and (stems := _words(data.get("stems"), True)) is not None:
+        return KeywordRule(stems)
+    index, count = data.get("index"), data.get("count")
+    if kind == "position" and isinstance(index, int) and isinstance(count, int) and 0 <= index < count:
+        return PositionRule(index, count)
+    return None
+
+
+def valid_rule(rule: Any) -> bool:
+    """Shape check for rules that come from outside (imports): anything else is rejected."""
+    return parse_rule(rule) is not None
+
+
+def apply_rule(rule: Rule | dict[str, Any], text: str) -> float | int | None:
+    """The value the rule (typed, or in its stored JSON form) gives for ``text``, or None when it does
+    not apply unambiguously or is not a valid rule."""
+    parsed = parse_rule(rule)
+    return None if parsed is None else parsed.apply(text, find_candidates(text))
+
+
+def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, Any]]]) -> dict[str, Rule]:
     """Per-variable rules that reproduce every validated extraction; variables without one are left out.
 
     ``validated`` holds (request text, variables the small model extracted and validation confirmed).
@@ -114,7 +210,7 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
     """
     if len(validated) < 2:
         return {}
-    rules: dict[str, Any] = {}
+    rules: dict[str, Rule] = {}
     for var in template:
         contexts = []
         for text, values in validated:
@@ -130,10 +226,10 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
         for size in range(1, 5):
             tails = {tuple(w[-size:]) for w in windows if len(w) >= size}
             if len(tails) == 1 and all(len(w) >= size for w in windows):
-                anchor = list(next(iter(tails)))
-                if anchor[-1] in {"of", "is", "at", "and", "the", "a", "for", "to", "by", "with", "in"} and size == 1:
+                anchor = next(iter(tails))
+                if anchor[-1] in _WEAK_ANCHORS and size == 1:
                     continue
-                rule = {"kind": "anchor", "words": anchor}
+                rule: Rule = AnchorRule(anchor)
                 if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
                     rules[var.name] = rule
                     break
@@ -141,7 +237,7 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
             continue
         stems = name_stems(var.name)
         if stems:
-            rule = {"kind": "keyword", "stems": stems}
+            rule = KeywordRule(tuple(stems))
             if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
                 rules[var.name] = rule
                 continue
@@ -152,7 +248,7 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
         if len(positions) == 1:
             index, count = next(iter(positions))
             if index >= 0:
-                rule = {"kind": "position", "index": index, "count": count}
+                rule = PositionRule(index, count)
                 if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
                     rules[var.name] = rule
     return rules
@@ -174,52 +270,6 @@ def _keyword_score(text: str, cand: Candidate, stems: list[str]) -> int:
     for distance, word in enumerate(after, start=1):
         score += (4 - distance) * (word in stems)
     return score
-
-
-def valid_rule(rule: Any) -> bool:
-    """Shape check for rules that come from outside (imports): anything else is rejected."""
-    if not isinstance(rule, dict):
-        return False
-    if rule.get("kind") == "anchor":
-        words = rule.get("words")
-        return isinstance(words, list) and 0 < len(words) <= 8 and all(isinstance(w, str) for w in words)
-    if rule.get("kind") == "position":
-        index, count = rule.get("index"), rule.get("count")
-        return isinstance(index, int) and isinstance(count, int) and 0 <= index < count
-    if rule.get("kind") == "keyword":
-        stems = rule.get("stems")
-        return isinstance(stems, list) and 0 < len(stems) <= 8 and all(isinstance(w, str) and w for w in stems)
-    return False
-
-
-def apply_rule(rule: dict[str, Any], text: str) -> float | int | None:
-    """The value the rule gives for ``text``, or None when it does not apply unambiguously."""
-    if not valid_rule(rule):
-        return None
-    cands = find_candidates(text)
-    if rule["kind"] == "position":
-        if len(cands) != rule["count"]:
-            return None
-        return cands[rule["index"]].value
-    if rule["kind"] == "keyword":
-        # The number whose nearby words share the most stems with the variable's name; only a unique
-        # best (by value: "2.4 million" is read both ways at one place) counts.
-        scored = [(_keyword_score(text, c, rule["stems"]), c) for c in cands]
-        best = max((score for score, _ in scored), default=0)
-        top = [c for score, c in scored if score == best]
-        if best == 0 or len({c.start for c in top}) != 1:
-            return None
-        return top[0].value
-    if rule["kind"] == "anchor":
-        words = rule["words"]
-        hits = {c.value for c in cands if _anchor_words(text, c)[-len(words):] == words}
-        # The scaled and unscaled readings of "2.4 million" share an anchor: take the first one written,
-        # which the validated examples agreed with.
-        hits_ordered = [c.value for c in cands if _anchor_words(text, c)[-len(words):] == words]
-        if len(hits) == 1 or (hits_ordered and len({c.start for c in cands if c.value in hits}) == 1):
-            return hits_ordered[0]
-        return None
-    return None
 
 
 # ---------------------------------------------------------------------------------------------

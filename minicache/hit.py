@@ -26,23 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, stems
-from .extraction import Extraction, ExtractionError, Extractor, apply_rule, check_types
+from .errors import HitRefused  # re-exported
+from .extraction import Extraction, Extractor, apply_rule, check_types
 from .lifting import EXAMPLE_MARK
 from .store.base import Entry, Variable
 
 MODEL_PATHS = ("choice", "free")  # extraction methods where the small model chose the values
 ZERO_MODEL_PATHS = ("rule", "align")
-
-
-class HitRefused(ExtractionError):
-    """The hit could not be shown to be right; the request goes to the miss path.
-
-    ``check`` names the check that refused; ``shadow`` marks a refusal only because the entry is
-    demoted, after which the engine audits the would-be hit against the miss answer."""
-
-    def __init__(self, check: str, reason: str, *, shadow: bool = False) -> None:
-        super().__init__(f"{check}: {reason}")
-        self.check, self.reason, self.shadow = check, reason, shadow
 
 
 @dataclass

@@ -20,16 +20,13 @@ import tokenize
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import ProgramShapeError  # re-exported
 from .models.base import GenerationOptions, Message
 from .programs import extract_code
 from .sandbox import SandboxViolation, check_program
 from .store.base import Example, Variable
 
 _UNIT_HINT = re.compile(r",\s*([^,]{1,30})$")
-
-
-class ProgramShapeError(ValueError):
-    """The program is not a ``solve`` function with literal keyword defaults."""
 
 
 @dataclass

@@ -20,8 +20,8 @@ from collections import OrderedDict
 
 from minicache.datasets import formula
 from minicache.engine import EngineConfig, MiniCache, SolveError, check_answer
+from minicache.errors import ProgramError
 from minicache.extraction import ExtractionError
-from minicache.sandbox import SandboxError
 from minicache.synthesis import answers_match
 
 
@@ -67,7 +67,7 @@ def main() -> None:
                             values = mc.extractor.by_model(entry.template, text, choice=(method == "choice")).variables
                         value = check_answer(mc.sandbox.run(entry.program, values).value)
                         ok = answers_match(value, r.answer)
-                    except (ExtractionError, SandboxError) as exc:
+                    except (ExtractionError, ProgramError) as exc:
                         value, ok = f"error: {exc}", False
                     rows.append({"group": name, "method": method, "applied": True, "seconds": time.perf_counter() - t,
                                  "correct": ok, "answer": value, "gold": r.answer})

@@ -29,10 +29,10 @@ from typing import Any
 
 from minicache.align import align
 from minicache.bench.data import is_correct, load
-from minicache.engine import _strip_prefix, shared_prefix
 from minicache.extraction import Extraction, ExtractionError, Extractor, candidate_values, learn_rules
 from minicache.hit import HitRefused, HitVerifier, check_values, learn_profile
 from minicache.models.base import set_real_models_allowed
+from minicache.request import shared_prefix, strip_prefix
 from minicache.store import Entry, Variable
 
 FORMULAS: dict[str, tuple[list[Variable], Any]] = {
@@ -78,7 +78,7 @@ def oracle(per_group: int, validate: int) -> None:
         prefix = shared_prefix([r.question for r in group[:validate]])
         validated = []
         for r in group[:validate]:
-            body = _strip_prefix(r.question, prefix)
+            body = strip_prefix(r.question, prefix)
             fits = []
             for combo in itertools.permutations(candidate_values(body), len(template)):
                 values = dict(zip([v.name for v in template], combo))
@@ -92,7 +92,7 @@ def oracle(per_group: int, validate: int) -> None:
         profile = learn_profile(template, validated, [r.answer for r in group[:validate]])
         counts = collections.Counter()
         for r in group[validate:]:
-            body = _strip_prefix(r.question, prefix)
+            body = strip_prefix(r.question, prefix)
             done = [a for a in (align(e, body) for e in profile["exemplars"]) if a.complete]
             if not done:
                 counts["not aligned"] += 1
@@ -133,7 +133,7 @@ def main() -> None:
         prefix = shared_prefix(texts[:args.validate])
         validated = []
         for r, text in zip(group[:args.validate], texts):
-            body = _strip_prefix(text, prefix)
+            body = strip_prefix(text, prefix)
             try:
                 values = extractor.by_model(template, body, choice=True).variables
             except ExtractionError:
@@ -142,8 +142,9 @@ def main() -> None:
                 validated.append((body, values))
         rules = learn_rules(template, validated)
         if len(validated) < 3:
-            rules = {k: v for k, v in rules.items() if v["kind"] != "position"}
-        entry = Entry(id="replay", tenant="replay", group_id=label, template=template, program="", rules=rules,
+            rules = {k: v for k, v in rules.items() if v.kind != "position"}
+        entry = Entry(id="replay", tenant="replay", group_id=label, template=template, program="",
+                      rules={k: rule.to_json() for k, rule in rules.items()},
                       validation={"extraction": "choice", "shared_prefix": prefix,
                                   "profile": learn_profile(template, validated, [r.answer for r in group[:args.validate]])})
         print(f"== {label}: {len(validated)}/{args.validate} validated, rules for {sorted(rules)}, "

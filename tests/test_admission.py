@@ -96,13 +96,13 @@ def test_with_a_free_target_measured_costs_keep_builds_out_once_warmed_up(make):
 def held_questions(mc: MiniCache) -> list[list[str]]:
     """Wrap the build's validation to record which requests each candidate is checked on."""
     seen: list[list[str]] = []
-    validate = mc._validate
+    validate = mc.builder.validate
 
     def spy(source, held, origin, prefix):
         seen.append([ex.question for ex in held])
         return validate(source, held, origin, prefix)
 
-    mc._validate = spy  # type: ignore[method-assign]
+    mc.builder.validate = spy  # type: ignore[method-assign]
     return seen
 
 

@@ -5,8 +5,22 @@ from __future__ import annotations
 import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall
-from minicache.extraction import (ExtractionError, Extractor, apply_rule, candidate_values, check_types,
-                                  find_candidates, learn_rules, template_prompt, template_schema)
+from minicache.extraction import (
+    AnchorRule,
+    ExtractionError,
+    Extractor,
+    KeywordRule,
+    PositionRule,
+    apply_rule,
+    candidate_values,
+    check_types,
+    find_candidates,
+    learn_rules,
+    parse_rule,
+    template_prompt,
+    template_schema,
+    valid_rule,
+)
 from minicache.models import FakeBackend
 from minicache.store import Entry, Variable
 
@@ -68,8 +82,8 @@ def cr_validated(values_list):
 
 def test_anchor_rules_are_learned_and_apply_to_new_requests():
     rules = learn_rules(CR_TEMPLATE, cr_validated(CR_VALUES[:3]))
-    assert rules == {"current_assets": {"kind": "anchor", "words": ["assets", "are"]},
-                     "current_liabilities": {"kind": "anchor", "words": ["liabilities", "are"]}}
+    assert rules == {"current_assets": AnchorRule(("assets", "are")),
+                     "current_liabilities": AnchorRule(("liabilities", "are"))}
     text = CURRENT_RATIO.ask(77000, 11000)
     assert apply_rule(rules["current_assets"], text) == 77000
     assert apply_rule(rules["current_liabilities"], text) == 11000
@@ -79,8 +93,8 @@ def test_lone_stop_word_is_never_an_anchor():
     template = [Variable(n) for n in SIMPLE_INTEREST.names]
     validated = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v))) for v in SI_VALUES[:3]]
     rules = learn_rules(template, validated)
-    assert rules["principal"] == {"kind": "anchor", "words": ["loan", "of"]}  # not just ["of"]
-    assert rules["rate_pct"] == {"kind": "anchor", "words": ["interest", "at"]}
+    assert rules["principal"] == AnchorRule(("loan", "of"))  # not just ["of"]
+    assert rules["rate_pct"] == AnchorRule(("interest", "at"))
     assert apply_rule(rules["rate_pct"], SIMPLE_INTEREST.ask(1000, 9, 2)) == 9
 
 
@@ -104,8 +118,7 @@ def test_position_rule_is_learned_when_no_anchor_is_shared():
     validated = [("Alpha 10 beta 20", {"x": 10, "y": 20}), ("Gamma 30 delta 40", {"x": 30, "y": 40}),
                  ("Epsilon 50 zeta 60", {"x": 50, "y": 60})]
     rules = learn_rules(template, validated)
-    assert rules == {"x": {"kind": "position", "index": 0, "count": 2},
-                     "y": {"kind": "position", "index": 1, "count": 2}}
+    assert rules == {"x": PositionRule(0, 2), "y": PositionRule(1, 2)}
     assert apply_rule(rules["y"], "Eta 70 theta 80") == 80
     assert apply_rule(rules["y"], "Eta 70 theta 80 iota 90") is None  # count differs
 
@@ -125,6 +138,47 @@ def test_learned_rules_reproduce_every_validated_extraction():
 
 def test_unknown_rule_kind_applies_to_nothing():
     assert apply_rule({"kind": "regex", "pattern": r"\d+"}, "42") is None
+
+
+# Rules as entries written before they were typed classes stored them (entries.rules in SQLite, JSON).
+STORED_RULES = ('{"kind": "anchor", "words": ["assets", "are"]}', '{"kind": "keyword", "stems": ["opera", "incom"]}',
+                '{"kind": "position", "index": 1, "count": 3}')
+
+
+@pytest.mark.parametrize("stored", STORED_RULES)
+def test_a_stored_rule_loads_as_a_typed_rule_and_is_written_back_byte_for_byte(stored):
+    import json
+
+    rule = parse_rule(json.loads(stored))
+    assert rule is not None and rule.kind == json.loads(stored)["kind"]
+    assert json.dumps(rule.to_json()) == stored
+    assert parse_rule(rule.to_json()) == rule
+
+
+def test_learned_rules_written_as_json_apply_as_the_typed_rules_did():
+    import json
+
+    validated = cr_validated(CR_VALUES[:5])
+    rules = learn_rules(CR_TEMPLATE, validated)
+    stored = json.loads(json.dumps({name: rule.to_json() for name, rule in rules.items()}))
+    for text, _values in validated:
+        assert {n: apply_rule(r, text) for n, r in stored.items()} == {n: apply_rule(r, text) for n, r in rules.items()}
+
+
+@pytest.mark.parametrize("bad", [
+    None, [], {"kind": "anchor"}, {"kind": "anchor", "words": []}, {"kind": "anchor", "words": ["a"] * 9},
+    {"kind": "anchor", "words": [1]}, {"kind": "keyword", "stems": [""]}, {"kind": "position", "index": 3, "count": 3},
+    {"kind": "position", "index": -1, "count": 3}, {"kind": "position", "index": "0", "count": 3},
+    {"kind": "regex", "pattern": "x"},
+])
+def test_a_malformed_rule_is_not_a_rule_and_applies_to_nothing(bad):
+    assert parse_rule(bad) is None and not valid_rule(bad)
+    assert apply_rule(bad, "a loan of 5000 at 3 percent") is None
+
+
+def test_a_typed_rule_outside_the_stored_shape_applies_to_nothing():
+    """A typed rule is checked as its JSON form is: a keyword rule with nine stems is not valid anywhere."""
+    assert apply_rule(KeywordRule(tuple("abcdefghi")), "a 5") is None
 
 
 # -- check_types --------------------------------------------------------------------------------
@@ -245,7 +299,7 @@ def test_small_model_failures_become_extraction_errors(mode, message):
 
 
 def test_shared_prefix_is_the_common_boilerplate_cut_at_a_word_boundary():
-    from minicache.engine import shared_prefix
+    from minicache.request import shared_prefix
 
     texts = ["Use formula ROA to answer. Question: What is ROA if net income is 5?",
              "Use formula ROA to answer. Question: What's the ROA for income 7?",
@@ -266,8 +320,8 @@ def test_keyword_rule_reads_numbers_by_the_words_of_the_variable_name():
          {"revenue": 150000, "operating_income": 45000}),
     ]
     rules = learn_rules(template, validated)
-    assert rules["revenue"] == {"kind": "keyword", "stems": name_stems("revenue")}
-    assert rules["operating_income"]["kind"] == "keyword"
+    assert rules["revenue"] == KeywordRule(tuple(name_stems("revenue")))
+    assert rules["operating_income"].kind == "keyword"
     text = "Given operating income of $90,000 and revenue of $750,000, find the margin."
     assert apply_rule(rules["revenue"], text) == 750000
     assert apply_rule(rules["operating_income"], text) == 90000

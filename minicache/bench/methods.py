@@ -34,11 +34,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..engine import EngineConfig, MiniCache, SolveError, check_answer
+from ..errors import ProgramError
 from ..models.base import GenerationOptions, Message, ModelBackend
 from ..programs import extract_code
 from ..prompts import plain_pot_messages
 from ..routing import Embedder
-from ..sandbox import SandboxError, SandboxPool, SandboxViolation
+from ..sandbox import SandboxError, SandboxPool
 from ..synthesis import answers_match
 from .data import BenchRequest, parse_action
 
@@ -102,7 +103,7 @@ class PoT:
         code, tokens = self.program(r)
         try:
             return Outcome(check_answer(self.sandbox.run(code, {}).value), "miss", tokens)
-        except (SandboxError, SandboxViolation) as exc:
+        except ProgramError as exc:
             return Outcome(None, "miss", tokens, detail={"error": str(exc)})
 
 
@@ -192,12 +193,12 @@ class GenCacheLike:
         if cluster is not None and cluster.get("program"):
             try:
                 return Outcome(self._run(cluster["program"], text), "hit")
-            except (SandboxError, SandboxViolation):
+            except ProgramError:
                 pass
         code, tokens = self.pot.program(r)
         try:
             answer = check_answer(self.sandbox.run(code, {}).value)
-        except (SandboxError, SandboxViolation) as exc:
+        except ProgramError as exc:
             return Outcome(None, "miss", tokens, detail={"error": str(exc)})
         rvec = self.embedder.embed([code])[0]
         with self._lock:
@@ -224,7 +225,7 @@ class GenCacheLike:
         for text, answer in examples:
             try:
                 passed += answers_match(self._run(program, text), answer)
-            except (SandboxError, SandboxViolation) as exc:
+            except ProgramError as exc:
                 first_error = first_error or str(exc)[:200]
         accepted = passed >= self.gamma * len(examples)
         with self._lock:

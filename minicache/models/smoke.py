@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import MiniCacheError
+from ..errors import SmokeCheckError  # re-exported
 
 SMOKE_TIMEOUT_S = 180.0
 
@@ -45,14 +45,6 @@ print(json.dumps({"system_info": info, "version": llama_cpp.__version__, "text":
 FIX = ("Rebuild llama-cpp-python as the portable CPU variant (AVX2/FMA/F16C, no AMX or AVX-512): "
        "`rm -rf .venv ~/.cache/minicache/wheels && make setup` (do not set MINICACHE_LLAMA_BUILD=native "
        "or CMAKE_ARGS). See README, 'Portable build'.")
-
-
-class SmokeCheckError(MiniCacheError):
-    """The llama.cpp build could not load a model and decode one token on this machine."""
-
-    def __init__(self, message: str, results: dict[str, SmokeResult]) -> None:
-        super().__init__(message)
-        self.results = results
 
 
 @dataclass

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .policy import ALLOWED_MODULES, SandboxError, SandboxViolation, check_program, function_names
+from ..errors import SandboxError, SandboxUnavailable, SandboxViolation  # re-exported
+from .policy import ALLOWED_MODULES, check_program, function_names
 
 __all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxUnavailable", "SandboxViolation",
            "check_program", "function_names", "ALLOWED_MODULES", "default_pool", "run_untrusted",
@@ -40,13 +41,6 @@ _WALL_GRACE_S = 0.25  # past a job's wall-clock limit, for the child to be ready
 _HEADER = struct.Struct("!I")  # a job's and a reply's length prefix (as in _worker)
 _MAX_FRAME = 4 * 65_536 + 4096  # _worker.MAX_REPLY_BYTES: no reply frame is longer
 _log = logging.getLogger(__name__)
-
-
-class SandboxUnavailable(SandboxError):
-    """This machine cannot provide the sandbox's OS layer; no program is run without it."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, kind="unavailable")
 
 
 def os_layer_setting() -> bool:

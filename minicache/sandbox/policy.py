@@ -27,7 +27,8 @@ import re
 import statistics
 import string
 
-from ..errors import MiniCacheError
+from ..errors import SandboxError as SandboxError  # re-exported: defined with every other error
+from ..errors import SandboxViolation
 
 ALLOWED_MODULES = frozenset({"math", "statistics", "decimal", "fractions", "datetime", "re", "json"})
 
@@ -74,18 +75,6 @@ def _allowed_attributes() -> frozenset[str]:
 ALLOWED_ATTRIBUTES = _allowed_attributes()
 FORMAT_METHODS = frozenset({"format", "format_map"})
 MAX_SOURCE_CHARS = 20_000
-
-
-class SandboxViolation(MiniCacheError):
-    """The program uses something outside the sandbox's allow-list; it was not run."""
-
-
-class SandboxError(MiniCacheError):
-    """The program ran in the sandbox but failed: exception, timeout, resource limit, bad result."""
-
-    def __init__(self, message: str, kind: str = "error") -> None:
-        super().__init__(message)
-        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable"
 
 
 def plain_format_string(text: str) -> bool:

@@ -30,21 +30,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, MiniCacheError
+from ..errors import BackendError, NotAStepTask, SolveError
 from ..models.base import GenerationOptions, Message, ModelBackend
 from ..routing import Embedder, embed_request
 from ..store.base import StepRecord, Store, new_id
-from . import jsontask, linear, steps as stepsmod
+from . import jsontask, linear
+from . import steps as stepsmod
 
 MATH_SYSTEM = ("You solve linear equations. Write the solution as short numbered steps, one per line, each "
                "naming the operation and showing the equation it reaches, e.g. 'Step 1: Subtract 5 from both "
                "sides: 3x = 15'. End with exactly the final line the user asks for, unnumbered, with the value "
                "as an integer or decimal.")
 JSON_SYSTEM = "Reply with only the JSON object asked for, with exactly the required keys and types."
-
-
-class NotAStepTask(MiniCacheError):
-    """The request is not one StepCache can verify (a linear equation to solve, or JSON with typed keys)."""
 
 
 @dataclass
@@ -279,8 +276,6 @@ class StepCache:
             return self.target.complete(messages, GenerationOptions(max_tokens=max_tokens, json_schema=schema,
                                                                     stop=stop))
         except BackendError as exc:
-            from ..engine import SolveError
-
             raise SolveError(f"target model failed: {exc}") from exc
 
 

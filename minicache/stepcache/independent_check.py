@@ -23,14 +23,12 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from ..errors import StepUnreadable as Unreadable  # re-exported under its old name
+
 TOLERANCE = Fraction(1, 100)
 _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z]+)|(\S))")
 _OPERATORS = {"+": "+", "-": "-", "−": "-", "–": "-", "*": "*", "×": "*", "·": "*", "/": "/", "÷": "/",
               "(": "(", ")": ")", "=": "="}
-
-
-class Unreadable(ValueError):
-    """A side of an equation that is not arithmetic in the unknown."""
 
 
 def check(task: str, output: Any, question: str, gold: Any) -> tuple[bool, str]:

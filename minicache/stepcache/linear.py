@@ -14,16 +14,14 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ..errors import StepParseError as ParseError  # re-exported under its old name
+
 TOLERANCE = Fraction(1, 100)  # answers and step values within 0.01 (steps may round, e.g. 3.33)
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _FORMAT = re.compile(r"""['"“‘]([^'"”’]*<value>[^'"”’]*)['"”’]|`([^`]*<value>[^`]*)`""")
 _JSON_FORMAT = re.compile(r"(\{[^{}]*<value>[^{}]*\})")
 _VARIABLE_WORDS = {"a", "i"}  # single letters that are English words: never treated as the unknown
-
-
-class ParseError(ValueError):
-    """Text is not a linear expression in the unknown."""
 
 
 @dataclass(frozen=True)

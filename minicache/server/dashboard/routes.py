@@ -28,6 +28,7 @@ from fastapi import APIRouter, Request
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from ...errors import Denied  # re-exported
 from ..auth import DEFAULT_TENANT
 from ..errors import ApiError
 from . import views
@@ -49,12 +50,6 @@ class Viewer:
     def allowed(self) -> set[str] | None:
         """Tenants this viewer may see; None: all of them."""
         return None if self.admin else {self.tenant or DEFAULT_TENANT}
-
-
-class Denied(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 def _environment() -> Environment:

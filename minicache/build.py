@@ -1,0 +1,355 @@
+"""The build stage: turn a group's examples into a validated, parameterized entry.
+
+A build (under the group's lease in the store, so two replicas never build one group at once)
+takes the group's own miss programs, lifted into ``solve(**variables)`` candidates without a model
+(:mod:`minicache.lifting`), ranks them by model-free agreement with the group's other examples, and
+trusts one only after the real hit path (extraction, then the program) reproduces enough held
+examples (:meth:`Builder.validate`). Failing those, the target writes a generalized program
+(:func:`minicache.synthesis.generalize`). :class:`BuildQueue` decides when a group is built and
+runs builds in the background; what a failed build failed on is recorded for the next one
+(:mod:`minicache.admission`).
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, TypedDict
+
+from .admission import Admission, backing_off, record_build_failure, validation_set
+from .answers import check_answer
+from .engine_config import EngineConfig
+from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
+from .events import EventLog
+from .extraction import Extractor, candidate_values, learn_rules
+from .hit import learn_profile
+from .lifting import lift
+from .models.base import ModelBackend
+from .request import request_text, shared_prefix, strip_prefix
+from .sandbox import SandboxPool
+from .store import Entry, Example, Store, Variable, new_id
+from .synthesis import answers_match, generalize, parse_signature
+
+log = logging.getLogger(__name__)
+
+Source = Literal["lifted", "miss-program", "target-build"]
+
+
+@dataclass
+class Check:
+    """One held example run through the real hit path during validation (stored with a failed build)."""
+
+    example: str
+    expected: Any
+    variables: dict[str, Any] | None = None
+    got: Any = None
+    match: bool = False
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Validation:
+    """What validating one candidate found: whether it passed, with which template and extraction
+    mode, each held example's check, and the (request text, values) pairs that matched."""
+
+    ok: bool
+    error: str | None = None
+    template: list[Variable] = field(default_factory=list)
+    extraction: Literal["choice", "free"] | None = None
+    checks: list[Check] = field(default_factory=list)
+    validated: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    passed: int = 0
+    of: int = 0
+    shared_prefix: str = ""
+
+
+class Attempt(TypedDict, total=False):
+    """One candidate a build tried, as stored in the entry's validation record and the group's failure."""
+
+    source: str
+    ok: bool
+    error: str | None
+    agreements: int
+
+
+@dataclass
+class Candidate:
+    """A program a build may turn into an entry, and where its defaults (one request's values) came from."""
+
+    kind: Source  # "lifted" (a plain miss program, lifted) | "miss-program" (already parameterized) | "target-build"
+    source: str
+    origin: Example
+    score: int = 0  # model-free agreements minus disagreements with the group's other examples
+    checked: int = 0  # examples (its own included) whose own program could be compared with it
+    agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (request text, values) that agreed
+
+
+def without_defaults(source: str) -> str:
+    """``source`` without comments and with ``solve``'s defaults blanked. Candidates that differ only
+    there compute the same on every example compared (each gets a value for every parameter), so a
+    build runs one of them per example, not each of them: with each example's lifted program its own
+    candidate, comparing all of them made a build quadratic in sandbox runs (tests/test_server_load.py)."""
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "solve":
+            node.args.defaults = [ast.Constant(None) for _ in node.args.defaults]
+            node.args.kw_defaults = [None if d is None else ast.Constant(None) for d in node.args.kw_defaults]
+    return ast.unparse(tree)
+
+
+class Builder:
+    """Builds one group at a time: candidates, validation, the entry (or the recorded failure)."""
+
+    def __init__(self, target: ModelBackend, sandbox: SandboxPool, store: Store, extractor: Extractor,
+                 events: EventLog, admission: Admission, config: EngineConfig, owner: str) -> None:
+        self.target, self.sandbox, self.store, self.extractor = target, sandbox, store, extractor
+        self.events, self.admission, self.config = events, admission, config
+        self.owner = owner  # this engine's name in build leases
+
+    def build(self, tenant: str, group_id: str) -> Entry | None:
+        """Build under the group's lease in the store, so two replicas never build one group at once."""
+        if not self.store.acquire_build_lease(tenant, group_id, self.owner, self.config.build_lease_s):
+            return None
+        try:
+            if self.store.active_entry(tenant, group_id) is not None:  # another replica just built it
+                return None
+            began = time.perf_counter()
+            entry = self._build_locked(tenant, group_id)
+            self.admission.observe_build(time.perf_counter() - began, entry is not None)
+            return entry
+        finally:
+            self.store.release_build_lease(tenant, group_id, self.owner)
+
+    def _build_locked(self, tenant: str, group_id: str) -> Entry | None:
+        examples = self.store.examples(tenant, group_id)
+        # What failed last time (minicache.admission) must pass now, and seeds the target's feedback.
+        failure = self.store.group_failure(tenant, group_id)
+        held, must = validation_set(examples, failure, self.config.validate_n)
+        # Values that vary cannot be in the boilerplate every request of the group starts with.
+        prefix = shared_prefix([request_text(ex.question, ex.context) for ex in held])
+        candidates, split = self.own_candidates(examples, prefix)
+        feedback = failure.get("feedback") if failure else None
+        attempts: list[Attempt] = []
+        failed_checks: list[Check] = []
+        no_majority = not candidates and split
+        if no_majority:  # the group's own programs contradict each other: nothing to cache yet
+            attempts.append({"source": "agreement", "ok": False, "error": "no program has a majority of the examples"})
+        while not no_majority:
+            if candidates:
+                cand = candidates.pop(0)
+            elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
+                try:
+                    source, used = generalize(self.target, held, feedback)
+                except BackendError as exc:
+                    attempts.append({"source": "target-build", "error": str(exc)})
+                    break
+                self.store.bump(tenant, "target_tokens", used)
+                cand = Candidate("target-build", source, held[0])  # its defaults: the first example's values
+            else:
+                break
+            record = self.validate(cand.source, held, cand.origin, prefix)
+            if record.ok and not must <= {c.example for c in record.checks if c.match}:
+                record.ok, record.error = False, "it fails a request the group failed on before"
+            attempts.append({"source": cand.kind, "ok": record.ok, "error": record.error, "agreements": cand.score})
+            if record.ok:
+                return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
+            failing = [c for c in record.checks if not c.match]
+            failed_checks += failing
+            feedback = "\n".join(f"- expected {c.expected}, got {c.error if c.error is not None else c.got} with "
+                                 f"variables {c.variables}" for c in failing[:4]) or record.error
+        group = self.store.get_group(tenant, group_id)
+        if group is not None:  # back off exponentially; record why for the next attempt
+            record_build_failure(self.store, group, [dict(a) for a in attempts],
+                                 [c.as_dict() for c in failed_checks], feedback, self.config.admission,
+                                 self.config.max_build_failures)
+        self.store.bump(tenant, "builds_failed")
+        self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
+        return None
+
+    def _store_entry(self, tenant: str, group_id: str, cand: Candidate, record: Validation,
+                     attempts: list[Attempt], examples: list[Example], held: list[Example],
+                     failure: dict[str, Any] | None) -> Entry:
+        """The validated candidate as the group's entry, with rules learned from every agreeing example."""
+        template = record.template
+        pairs = list(record.validated)
+        pairs += [p for p in cand.agreed if all(p[0] != q[0] for q in pairs)]
+        rules = learn_rules(template, pairs) if self.config.use_rules else {}
+        if len(pairs) < 3:  # positions are only trusted with three agreeing examples
+            rules = {k: r for k, r in rules.items() if r.kind != "position"}
+        entry = Entry(id=new_id("ent"), tenant=tenant, group_id=group_id, template=template, program=cand.source,
+                      validation={"extraction": record.extraction, "passed": record.passed,
+                                  "shared_prefix": record.shared_prefix,
+                                  "of": record.of, "source": cand.kind, "attempts": attempts,
+                                  "rule_examples": len(pairs),
+                                  "profile": learn_profile(template, pairs, [ex.answer for ex in examples],
+                                                           self.config.verify.exemplars),
+                                  "held": [ex.id for ex in held], "at": time.time()},
+                      rules={name: rule.to_json() for name, rule in rules.items()})
+        self.store.put_entry(entry)
+        if failure:
+            self.store.set_group_failure(tenant, group_id, None)
+        self.store.bump(tenant, "builds_ok")
+        self.events.append({"event": "build", "group": group_id, "entry": entry.id, "ok": True,
+                            "source": cand.kind, "rules": len(rules)})
+        return entry
+
+    def validate(self, source: str, held: list[Example], origin: Example, prefix: str) -> Validation:
+        """Run the real hit path (extraction by the small model, then the program) on each held
+        example; the candidate passes if enough answers match the ones its examples were served."""
+        try:
+            signature = parse_signature(source)
+        except ProgramShapeError as exc:
+            return Validation(ok=False, error=f"program shape: {exc}")
+        # Candidate choice works only if the values are written in the request: check on the example
+        # whose values the program's defaults are.
+        written = candidate_values(strip_prefix(request_text(origin.question, origin.context), prefix))
+        numeric = [v for v in signature.defaults.values() if not isinstance(v, str)]
+        mode: Literal["choice", "free"] = \
+            "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
+        needed = min(self.config.validate_min, len(held))
+        checks: list[Check] = []
+        validated: list[tuple[str, dict[str, Any]]] = []
+        for n, ex in enumerate(held):
+            if sum(c.match for c in checks) + (len(held) - n) < needed:
+                break  # cannot reach the required matches any more
+            text = strip_prefix(request_text(ex.question, ex.context), prefix)
+            check = Check(example=ex.id, expected=ex.answer)
+            try:
+                extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
+                check.variables = extraction.variables
+                value = check_answer(self.sandbox.run(source, extraction.variables).value)
+                check.got, check.match = value, answers_match(value, ex.answer)
+                if check.match:
+                    validated.append((text, extraction.variables))
+            except (ExtractionError, ProgramError) as exc:
+                check.match, check.error = False, str(exc)
+            checks.append(check)
+        passed = sum(c.match for c in checks)
+        return Validation(ok=passed >= needed, template=signature.template, extraction=mode, checks=checks,
+                          validated=validated, passed=passed, of=len(held), shared_prefix=prefix)
+
+    def own_candidates(self, examples: list[Example], prefix: str) -> tuple[list[Candidate], bool]:
+        """The group's own programs as parameterized candidates, best first.
+
+        Each example's program is lifted against its own request (see :mod:`minicache.lifting`). A
+        candidate is then checked against the other examples without any model: where an example's
+        own program lifts to the same parameters, running the candidate on that example's values must
+        give its answer. Only a candidate a majority of the examples it could be compared with agree
+        with is kept (one example's mistake must not become every later request's), ranked by
+        agreements minus disagreements (the newest first among equals); the agreeing (request,
+        values) pairs later help learn extraction rules. Also returns whether the programs were
+        compared and none has a majority (the group's examples disagree: nothing to cache yet)."""
+        texts = {ex.id: strip_prefix(request_text(ex.question, ex.context), prefix) for ex in examples}
+        found: list[Candidate] = []
+        # Each example's own values, lifted once here: lifting per (candidate, example) pair made a
+        # build quadratic in lifts, and queued builds of busy groups took minutes (tests/test_server_load.py).
+        inputs: dict[str, dict[str, Any]] = {}
+        shapes: set[str] = set()
+        for ex in reversed(examples):
+            kind: Source
+            try:
+                inputs[ex.id] = parse_signature(ex.program).defaults
+                kind, source = "miss-program", ex.program
+            except ProgramShapeError:
+                lifted = lift(ex.program, texts[ex.id])
+                inputs[ex.id] = lifted.defaults if lifted else {}
+                if lifted is None:
+                    continue
+                kind, source = "lifted", lifted.program
+            shape = without_defaults(source)
+            if shape not in shapes:  # one candidate per function: the newest example's defaults
+                shapes.add(shape)
+                found.append(Candidate(kind, source, ex))
+        for cand in found:
+            defaults = parse_signature(cand.source).defaults
+            for ex in examples:
+                own = inputs[ex.id]  # as lifting.own_values: only under the same parameter names
+                values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) else None
+                if values is None:
+                    continue
+                try:
+                    agrees = answers_match(check_answer(self.sandbox.run(cand.source, values).value), ex.answer)
+                except ProgramError:
+                    agrees = False
+                cand.score += 1 if agrees else -1
+                cand.checked += 1
+                if agrees:
+                    cand.agreed.append((texts[ex.id], values))
+        found.sort(key=lambda c: -c.score)
+        # agreements = (score + checked) / 2 must be more than half of checked, i.e. score > 0
+        kept = [c for c in found if c.score > 0]
+        split = not kept and any(c.checked >= 2 for c in found)  # compared with each other, and no majority
+        return kept[: self.config.build_candidates], split
+
+
+class BuildQueue:
+    """When a group is built (enough examples, not backing off, admitted) and where: on the shared
+    background worker, or inline when background builds are off. A build that raises is logged."""
+
+    def __init__(self, builder: Builder, executor: ThreadPoolExecutor, config: EngineConfig) -> None:
+        self.builder, self.executor, self.config = builder, executor, config
+        self.running: dict[tuple[str, str], Future] = {}  # (tenant, group id) -> its build
+        self.lock = threading.Lock()
+
+    def maybe_build(self, tenant: str, group_id: str) -> None:
+        """Start a build of the group if it has enough examples and its arrivals predict it pays."""
+        store, admission = self.builder.store, self.builder.admission
+        if self.config.frozen:
+            return
+        group = store.get_group(tenant, group_id)
+        if group is None or group.n_examples < self.config.build_after:
+            return
+        if group.build_failures and backing_off(group, store.group_failure(tenant, group_id)):
+            return
+        if store.active_entry(tenant, group_id) is not None:
+            return
+        seen = max(group.n_examples, admission.arrivals(tenant, group_id))
+        if not admission.admits(tenant, seen)[0]:  # its arrivals do not predict hits that pay for a build
+            return
+        key = (tenant, group_id)
+        with self.lock:
+            running = self.running.get(key)
+            if running is not None and not running.done():
+                return
+            if self.config.background_builds:
+                future = self.executor.submit(self.builder.build, tenant, group_id)
+                future.add_done_callback(lambda done: self._done(tenant, group_id, done))
+                self.running[key] = future
+                return
+        try:
+            self.builder.build(tenant, group_id)
+        except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
+            self._crashed(tenant, group_id, exc)
+
+    def building(self, tenant: str) -> set[str]:
+        """The tenant's groups with a build queued or running."""
+        with self.lock:
+            return {gid for (t, gid), f in self.running.items() if t == tenant and not f.done()}
+
+    def wait(self, timeout: float | None = None) -> None:
+        with self.lock:
+            futures = list(self.running.values())
+        for f in futures:
+            f.result(timeout=timeout)
+
+    def _done(self, tenant: str, group_id: str, future: Future) -> None:
+        error = None if future.cancelled() else future.exception()
+        if error is not None:
+            self._crashed(tenant, group_id, error)
+
+    def _crashed(self, tenant: str, group_id: str, exc: BaseException) -> None:
+        """A build that raised (not one that ran and found no candidate): count it, log why, show it.
+
+        A background build's exception would otherwise stay inside its Future, unseen."""
+        log.error("build of group %s (tenant %s) failed: %s: %s", group_id, tenant, type(exc).__name__, exc,
+                  exc_info=exc)
+        self.builder.store.bump(tenant, "builds_failed")
+        self.builder.events.append({"event": "build", "group": group_id, "ok": False, "attempts": 0,
+                                    "error": str(exc)})

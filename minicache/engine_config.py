@@ -1,0 +1,46 @@
+"""The engine's knobs, in one place every stage reads (route, hit, miss, build, audits, StepCache).
+
+Its own module so that the stages can take the configuration without importing the engine that
+assembles them (which would be an import cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .admission import AdmissionConfig
+from .hit import VerifyConfig
+from .stepcache import StepConfig
+
+
+@dataclass
+class EngineConfig:
+    build_after: int = 3  # examples a group needs before a build
+    validate_n: int = 3  # held examples a candidate entry is checked on
+    validate_min: int = 2  # ... of which this many must match
+    max_failures: int = 3  # in-service failures before an entry is evicted
+    max_events: int = 10_000  # build/audit/evict events kept in memory (readers follow a cursor)
+    # failed builds before a group is shown as uncacheable (it still backs off, then retries)
+    max_build_failures: int = 3
+    build_candidates: int = 2  # the group's own programs (lifted) validated per build, best first ...
+    build_retries: int = 1  # ... then this many target generalization attempts
+    background_builds: bool = True
+    lookup_draft: bool = False  # draft the miss program from the group's last program (bench-spec decides)
+    use_rules: bool = True
+    use_choice: bool = True
+    route_threshold: float = 0.80
+    route_refresh_s: float = 1.0  # how often a tenant's routing index reads other replicas' new examples
+    route_per_group: int = 32  # embeddings the routing index keeps per group (a representative set)
+    frozen: bool = False  # no new builds (existing entries keep serving)
+    build_lease_s: float = 600.0  # how long a build may hold its group's lease before others may take over
+    max_question_chars: int = 32_000
+    max_context_chars: int = 200_000
+    miss_max_tokens: int = 640
+    # Hit verification and audits (minicache.hit, docs/hits.md).
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
+    audit_rate: float = 0.05  # share of served hits also answered by the miss path, in the background
+    audit_delta: float = 0.01  # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
+    audit_z: float = 1.96  # the bound's confidence (Wilson score interval, z=1.96: 95% two-sided)
+    step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)
+    # Which groups are built, and the back-off of failing ones (minicache.admission).
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)

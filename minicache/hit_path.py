@@ -1,0 +1,124 @@
+"""The hit stage: serve a request from its group's entry, audit a sample of hits, evict failing entries.
+
+Values come from :class:`~minicache.hit.HitVerifier` (rules and alignment first, the small model
+only when its choice is corroborated); the entry's program runs in the sandbox; the answer must be
+plausible for the group. Whatever cannot be shown right raises
+:class:`~minicache.errors.HitRefused` and the engine pays for a miss instead. A sampled share of
+served hits is also answered by the miss path in the background (:meth:`HitPath.audit`), and an
+entry that fails ``max_failures`` times in service is evicted (:meth:`HitPath.count_failure`).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from .admission import record_failed_hit
+from .answers import SolveResult, check_answer, format_answer
+from .engine_config import EngineConfig
+from .errors import MiniCacheError
+from .events import EventLog
+from .hit import ZERO_MODEL_PATHS, HitVerifier, demoted
+from .miss import MissPath
+from .request import request_text
+from .sandbox import SandboxPool
+from .store import Entry, Store
+from .synthesis import answers_match
+
+
+class HitPath:
+    """Serves hits and keeps each entry's record in service (hits, audits, failures)."""
+
+    def __init__(self, store: Store, sandbox: SandboxPool, verifier: HitVerifier, miss: MissPath,
+                 events: EventLog, config: EngineConfig, submit: Callable[..., Future]) -> None:
+        self.store, self.sandbox, self.verifier, self.miss = store, sandbox, verifier, miss
+        self.events, self.config = events, config
+        self.submit = submit  # the background worker (shared with builds)
+        self._audits: list[Future] = []
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    def serve(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
+              tenant: str, record: bool = True) -> SolveResult:
+        """Verified values, the program, then the answer's plausibility; whatever cannot be shown
+        right raises HitRefused. A demoted entry serves zero-model hits only."""
+        allow_model = not demoted(entry, self.config.audit_delta, self.config.audit_z)
+        extraction = self.verifier.extract(entry, request_text(question, context), allow_model=allow_model)
+        timings["extract_s"] = extraction.seconds
+        run = self.sandbox.run(entry.program, extraction.variables)
+        timings["sandbox_s"] = run.seconds
+        value = check_answer(run.value)
+        self.verifier.check_answer(entry, value)
+        if record:
+            self.store.record_hit(tenant, entry.id)
+            if extraction.small_tokens:
+                self.store.bump(tenant, "small_tokens", extraction.small_tokens)
+            if self.config.audit_rate > 0 and self._rng.random() < self.config.audit_rate:
+                self.schedule_audit(tenant, entry, question, context, hit_answer=value, method=extraction.method)
+        return SolveResult(answer=value, answer_text=format_answer(value, question), route="hit",
+                           group=entry.group_id, entry_id=entry.id, program=entry.program,
+                           variables=extraction.variables, timings=timings,
+                           tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method)
+
+    def schedule_audit(self, tenant: str, entry: Entry, question: str, context: str | None, **kwargs: Any) -> None:
+        """Run :meth:`audit` on the background worker, or now without background builds."""
+        if not self.config.background_builds:
+            self.audit(tenant, entry, question, context, **kwargs)
+            return
+        with self._lock:
+            self._audits = [f for f in self._audits if not f.done()]
+            self._audits.append(self.submit(self.audit, tenant, entry, question, context, **kwargs))
+
+    def audit(self, tenant: str, entry: Entry, question: str, context: str | None, *, hit_answer: Any = None,
+              method: str | None = None, reference: Any = None) -> bool | None:
+        """Compare a hit's answer with the miss path's on one request and add it to the entry's record.
+
+        A served hit brings ``hit_answer`` (the miss path answers again, recording nothing); a demoted
+        entry's refused request brings the miss answer as ``reference`` (the would-be hit is computed
+        here, with every check). Returns whether they agreed, or None if either side had no answer.
+        A zero-model hit caught wrong also counts as the entry's failure: its values were unambiguous,
+        so the program is the likely culprit."""
+        try:
+            if reference is None:
+                miss = self.miss.solve(entry.group_id, question, context, {}, tenant, record=False,
+                                       new_group=False, label=None)
+                reference = miss.answer
+                self.store.bump(tenant, "target_tokens", miss.tokens["target"])
+            if hit_answer is None:
+                extraction = self.verifier.extract(entry, request_text(question, context))
+                hit_answer = check_answer(self.sandbox.run(entry.program, extraction.variables).value)
+                self.verifier.check_answer(entry, hit_answer)
+                method = extraction.method
+        except MiniCacheError:
+            return None
+        agreed = answers_match(hit_answer, reference)
+        self.store.record_audit(tenant, entry.id, agreed)
+        self.store.bump(tenant, "audits")
+        if not agreed:
+            self.store.bump(tenant, "audits_disagreed")
+            if method in ZERO_MODEL_PATHS:
+                self.count_failure(tenant, entry)
+        self.events.append({"event": "audit", "group": entry.group_id, "entry": entry.id, "agreed": agreed,
+                            "extraction": method})
+        return agreed
+
+    def wait_for_audits(self, timeout: float | None = None) -> None:
+        with self._lock:
+            futures = list(self._audits)
+        for f in futures:
+            f.result(timeout=timeout)
+
+    def count_failure(self, tenant: str, entry: Entry, question: str | None = None, reason: str = "") -> None:
+        """An entry's failure in service; at ``max_failures`` it is evicted. With ``question`` the
+        request is recorded, and the group's next build must answer it right."""
+        failures = self.store.record_failure(tenant, entry.id)
+        if question is not None:
+            record_failed_hit(self.store, tenant, entry.group_id, question, reason,
+                              evicted=failures >= self.config.max_failures)
+        if failures >= self.config.max_failures:
+            self.store.set_entry_status(tenant, entry.id, "evicted")
+            self.store.bump(tenant, "evictions")
+            self.events.append({"event": "evict", "group": entry.group_id, "entry": entry.id, "failures": failures})
