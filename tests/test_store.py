@@ -1,100 +1,138 @@
-"""The SQLite store: migrations, persistence, entry versions, counters, tenants, concurrency, WAL."""
+"""What only the SQLite store does: its migrations and the files older code wrote, the WAL journal,
+the busy timeout, shared in-memory stores, and open_store's SQLite side. Everything both stores
+promise is in tests/test_store_contract.py, run on SQLite there."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from minicache.store import Entry, Example, SQLiteStore, StoreError, Variable, open_store
+from minicache.store import SQLiteStore, StoreBusy, StoreError, open_store
+from minicache.store.schema import LATEST
+from test_store_contract import check_writes_and_reads_back, entry, example
 
-PROGRAM = "def solve(x=1,  # a number\n):\n    return x * 2\n"
+# The SQLite schema exactly as the store wrote it before the schema was defined once for both
+# stores (minicache/store/schema.py): every SQLite file created until then has these tables.
+OLD_MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE groups (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, label TEXT, status TEXT NOT NULL DEFAULT 'open',
+        build_failures INTEGER NOT NULL DEFAULT 0, uncacheable_until REAL NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL, PRIMARY KEY (tenant, id));
+    CREATE TABLE examples (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, question TEXT NOT NULL,
+        context TEXT, program TEXT NOT NULL, answer TEXT NOT NULL, variables TEXT NOT NULL,
+        embedding BLOB, created_at REAL NOT NULL, PRIMARY KEY (tenant, id));
+    CREATE INDEX examples_group ON examples (tenant, group_id);
+    CREATE TABLE entries (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, version INTEGER NOT NULL,
+        status TEXT NOT NULL, template TEXT NOT NULL, program TEXT NOT NULL, program_hash TEXT NOT NULL,
+        validation TEXT NOT NULL, rules TEXT NOT NULL DEFAULT '{}', hits INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        PRIMARY KEY (tenant, id));
+    CREATE INDEX entries_group ON entries (tenant, group_id, status);
+    CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,
+        PRIMARY KEY (tenant, name));
+    """,
+    # 2: build leases, so that replicas sharing a store never build one group twice at once
+    """
+    CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
+        expires_at REAL NOT NULL, PRIMARY KEY (tenant, group_id));
+    """,
+    # 3: StepCache's verified structured outputs
+    """
+    CREATE TABLE step_records (tenant TEXT NOT NULL, id TEXT NOT NULL, task TEXT NOT NULL, frame TEXT NOT NULL,
+        request TEXT NOT NULL, steps TEXT NOT NULL, embedding BLOB, created_at REAL NOT NULL,
+        PRIMARY KEY (tenant, id));
+    CREATE INDEX step_records_task ON step_records (tenant, task);
+    """,
+    # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
+    """
+    ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 5: a commit-ordered example sequence (replicas' routing indexes read only what is new) and
+    # why each group's last build failed or its entry was evicted (minicache.admission)
+    """
+    CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    ALTER TABLE examples ADD COLUMN seq INTEGER;
+    UPDATE examples SET seq = rowid;
+    INSERT INTO sequences (name, value) SELECT 'examples', COALESCE(MAX(rowid), 0) FROM examples;
+    CREATE INDEX examples_seq ON examples (tenant, seq);
+    ALTER TABLE groups ADD COLUMN failure TEXT;
+    """,
+]
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = SQLiteStore(tmp_path / "store.db")
-    yield s
-    s.close()
-
-
-def entry(group="grp_1", tenant="default", status="active", program=PROGRAM, **kw) -> Entry:
-    from minicache.store import new_id
-
-    return Entry(id=new_id("ent"), tenant=tenant, group_id=group, template=[Variable("x", "integer", "a number")],
-                 program=program, status=status, **kw)
-
-
-def example(group="grp_1", tenant="default", question="What is 2 x 1?", answer=2, embedding=None) -> Example:
-    from minicache.store import new_id
-
-    return Example(id=new_id("ex"), tenant=tenant, group_id=group, question=question, context=None,
-                   program=PROGRAM, answer=answer, variables={"x": 1}, embedding=embedding)
-
-
-# -- migrations and persistence -----------------------------------------------------------------
-
-
-def test_migrations_bring_a_new_store_to_the_latest_schema(store):
-    from minicache.store.sqlite import MIGRATIONS
-
-    assert store.schema_version() == len(MIGRATIONS)
-    tables = {r[0] for r in store._conn().execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases", "step_records"} <= tables
-
-
-def test_build_lease_is_exclusive_until_released_or_expired(store):
-    assert store.acquire_build_lease("t", "g", "a", ttl_s=60)
-    assert not store.acquire_build_lease("t", "g", "b", ttl_s=60)
-    assert store.acquire_build_lease("t", "other", "b", ttl_s=60)
-    store.release_build_lease("t", "g", "a")
-    assert store.acquire_build_lease("t", "g", "b", ttl_s=-1)  # an already-expired lease ...
-    assert store.acquire_build_lease("t", "g", "c", ttl_s=60)  # ... can be taken over
-
-
-def test_reopening_does_not_rerun_migrations(tmp_path):
-    SQLiteStore(tmp_path / "s.db").close()
-    again = SQLiteStore(tmp_path / "s.db")
-    from minicache.store.sqlite import MIGRATIONS
-
-    assert again.schema_version() == len(MIGRATIONS)
-    assert again._conn().execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
-    again.close()
-
-
-def test_store_from_a_newer_version_is_refused(tmp_path):
-    path = tmp_path / "s.db"
-    SQLiteStore(path).close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("INSERT INTO schema_version (version) VALUES (999)")
+def write_old_schema(path: Path, up_to: int = len(OLD_MIGRATIONS)) -> None:
+    """A database file as the previous code migrated it, to version ``up_to``."""
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        for version, script in enumerate(OLD_MIGRATIONS[:up_to], start=1):
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
     conn.close()
-    with pytest.raises(StoreError, match="schema version 999"):
-        SQLiteStore(path)
 
 
-def test_reopening_keeps_groups_examples_entries_and_counters(tmp_path):
-    path = tmp_path / "s.db"
-    first = SQLiteStore(path)
-    first.ensure_group("default", "label:x", label="x")
-    vector = np.arange(4, dtype=np.float32)
-    first.add_example(example("label:x", answer=2.5, embedding=vector))
-    stored = first.put_entry(entry("label:x", rules={"x": {"kind": "position", "index": 0, "count": 1}}))
-    first.bump("default", "hits", 3)
-    first.close()
+def schema_of(path: Path) -> dict[str, list[tuple]]:
+    """Every table's columns (name, type, not null, default, key) and every index's columns."""
+    conn = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        schema = {t: [tuple(c[1:]) for c in conn.execute(f"PRAGMA table_info({t})")] for t in names}
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL"):
+            schema[f"index {name}"] = [tuple(c) for c in conn.execute(f"PRAGMA index_info({name})")]
+        return schema
+    finally:
+        conn.close()
 
-    second = SQLiteStore(path)
-    group = second.get_group("default", "label:x")
-    assert (group.label, group.status, group.n_examples) == ("x", "cached", 1)
-    [ex] = second.examples("default", "label:x")
-    assert ex.answer == 2.5 and ex.variables == {"x": 1}
-    np.testing.assert_array_equal(ex.embedding, vector)
-    got = second.get_entry("default", stored.id)
-    assert got.program == PROGRAM and got.template == stored.template and got.rules == stored.rules
-    assert got.program_hash == stored.program_hash
-    assert second.counters("default") == {"hits": 3}
-    second.close()
+
+# -- migrations and older files --------------------------------------------------------------------
+
+
+def test_migrations_bring_a_new_store_to_the_latest_schema(tmp_path):
+    store = SQLiteStore(tmp_path / "store.db")
+    assert store.schema_version() == LATEST == len(OLD_MIGRATIONS)
+    tables = {r[0] for r in store._conn().execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"groups", "examples", "entries", "counters", "schema_version", "build_leases", "step_records",
+            "sequences"} <= tables
+    store.close()
+
+
+def test_a_file_the_previous_code_created_opens_and_has_the_schema_a_new_one_gets(tmp_path):
+    write_old_schema(tmp_path / "old.db")
+    SQLiteStore(tmp_path / "new.db").close()
+    assert schema_of(tmp_path / "old.db") == schema_of(tmp_path / "new.db")
+    with closing(SQLiteStore(tmp_path / "old.db")) as old:
+        check_writes_and_reads_back(old)
+
+
+def test_a_file_at_version_4_migrates_and_numbers_its_examples_in_commit_order(tmp_path):
+    path = tmp_path / "v4.db"
+    write_old_schema(path, up_to=4)
+    conn = sqlite3.connect(path)
+    with conn:
+        for i in range(3):
+            conn.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
+                         "embedding, created_at) VALUES ('default', ?, 'g', 'q', NULL, 'p', '1', '{}', ?, ?)",
+                         (f"ex_{i}", np.full(2, i, dtype=np.float32).tobytes(), 1000.0 + i))
+    conn.close()
+    with closing(SQLiteStore(path)) as store:
+        assert store.schema_version() == LATEST
+        rows = store.examples_since("default", 0)
+        assert [r.id for r in rows] == ["ex_0", "ex_1", "ex_2"] and [r.seq for r in rows] == [1, 2, 3]
+        store.add_example(example("g", embedding=np.ones(2, dtype=np.float32)))
+        assert [r.seq for r in store.examples_since("default", 3)] == [4]
+        assert store.group_failure("default", "g") is None  # the new column exists, empty
 
 
 def test_open_store_accepts_a_path_or_a_store_and_refuses_postgres(tmp_path):
@@ -108,132 +146,32 @@ def test_open_store_accepts_a_path_or_a_store_and_refuses_postgres(tmp_path):
         open_store("host=db dbname=minicache")
 
 
-# -- entries ------------------------------------------------------------------------------------
+# -- journal, locking, in-memory stores ------------------------------------------------------------
 
 
-def test_put_entry_supersedes_the_previous_active_version(store):
-    first = store.put_entry(entry())
-    second = store.put_entry(entry(program=PROGRAM.replace("* 2", "* 3")))
-    assert (first.version, second.version) == (1, 2)
-    assert store.get_entry("default", first.id).status == "superseded"
-    assert store.active_entry("default", "grp_1").id == second.id
-    assert [e.id for e in store.list_entries("default", "active")] == [second.id]
-    assert store.get_group("default", "grp_1").status == "cached"
-
-
-def test_candidate_entry_does_not_supersede_the_active_one(store):
-    active = store.put_entry(entry())
-    candidate = store.put_entry(entry(status="candidate"))
-    assert candidate.version == 2
-    assert store.active_entry("default", "grp_1").id == active.id
-
-
-def test_record_failure_counts_and_record_hit_counts(store):
-    e = store.put_entry(entry())
-    assert [store.record_failure("default", e.id) for _ in range(3)] == [1, 2, 3]
-    store.record_hit("default", e.id)
-    store.record_hit("default", e.id)
-    got = store.get_entry("default", e.id)
-    assert (got.failures, got.hits) == (3, 2)
-    assert store.record_failure("default", "ent_unknown") == 0
-
-
-def test_evicting_the_last_active_entry_reopens_the_group(store):
-    e = store.put_entry(entry())
-    store.set_entry_status("default", e.id, "evicted")
-    assert store.active_entry("default", "grp_1") is None
-    assert store.get_group("default", "grp_1").status == "open"
-
-
-def test_delete_entry_and_delete_group(store):
-    store.ensure_group("default", "grp_1")
-    store.add_example(example())
-    e1 = store.put_entry(entry())
-    assert store.delete_entry("default", e1.id) is True
-    assert store.get_entry("default", e1.id) is None
-    assert store.delete_entry("default", e1.id) is False
-    store.put_entry(entry())
-    assert store.delete_group("default", "grp_1") == 1
-    assert store.get_group("default", "grp_1") is None and store.examples("default", "grp_1") == []
-
-
-def test_update_group_persists_failures_and_status(store):
-    group = store.ensure_group("default", "grp_1")
-    group.build_failures, group.status, group.uncacheable_until = 2, "uncacheable", 123.0
-    store.update_group(group)
-    again = store.get_group("default", "grp_1")
-    assert (again.build_failures, again.status, again.uncacheable_until) == (2, "uncacheable", 123.0)
-
-
-# -- counters, tenants ---------------------------------------------------------------------------
-
-
-def test_counters_bump_by_one_or_by_n(store):
-    store.bump("default", "requests")
-    store.bump("default", "requests")
-    store.bump("default", "target_tokens", 250)
-    assert store.counters("default") == {"requests": 2, "target_tokens": 250}
-
-
-def test_every_query_is_filtered_by_tenant(store):
-    for tenant in ("a", "b"):
-        store.ensure_group(tenant, "grp_same", label=tenant)
-        store.add_example(example("grp_same", tenant=tenant, question=f"question of {tenant}",
-                                  embedding=np.ones(4, dtype=np.float32)))
-    ea = store.put_entry(entry("grp_same", tenant="a"))
-    store.bump("a", "hits", 5)
-
-    assert store.get_group("b", "grp_same").label == "b"
-    assert [ex.question for ex in store.examples("b", "grp_same")] == ["question of b"]
-    ids, matrix = store.routing_index("b")
-    assert ids == ["grp_same"] and matrix.shape == (1, 4)
-    assert store.active_entry("b", "grp_same") is None
-    assert store.get_entry("b", ea.id) is None
-    assert store.list_entries("b") == [] and [e.id for e in store.list_entries("a")] == [ea.id]
-    assert store.counters("b") == {} and store.counters("a") == {"hits": 5}
-    assert store.routing_index("nobody")[0] == []
-    store.record_hit("b", ea.id)  # another tenant's id: no effect
-    assert store.get_entry("a", ea.id).hits == 0
-
-
-# -- concurrency and journal ---------------------------------------------------------------------
-
-
-def test_concurrent_writers_from_threads_sum_correctly(store):
-    def work():
-        for _ in range(20):
-            store.bump("default", "requests")
-
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert store.counters("default") == {"requests": 160}
-
-
-def test_two_store_objects_on_one_file_see_each_others_writes(tmp_path):
-    one, two = SQLiteStore(tmp_path / "s.db"), SQLiteStore(tmp_path / "s.db")
-
-    def work(s):
-        for _ in range(25):
-            s.bump("default", "n")
-
-    threads = [threading.Thread(target=work, args=(s,)) for s in (one, two, one, two)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert one.counters("default") == two.counters("default") == {"n": 100}
-    one.close()
-    two.close()
-
-
-def test_wal_journal_mode_is_on(store):
+def test_wal_journal_mode_is_on(tmp_path):
+    store = SQLiteStore(tmp_path / "store.db")
     assert store._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with sqlite3.connect(store.path) as plain:  # WAL is a property of the file
         assert plain.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     plain.close()
+    store.close()
+
+
+def test_a_write_lock_held_past_the_busy_timeout_is_store_busy_and_writes_nothing(tmp_path):
+    store = SQLiteStore(tmp_path / "store.db", busy_timeout_s=0.2)
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing, and taking its time
+    try:
+        with pytest.raises(StoreBusy, match="waited 0.2 s"):
+            store.put_entry(entry())
+        assert isinstance(StoreBusy("x"), StoreError)  # callers that catch StoreError catch it too
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert store.list_entries("default") == [] and store.get_group("default", "grp_1") is None
+    assert store.put_entry(entry()).version == 1  # the lock is free again: writes go through
+    store.close()
 
 
 def test_in_memory_store_is_shared_between_threads():
@@ -253,21 +191,4 @@ def test_in_memory_store_is_shared_between_threads():
     if errors:
         raise errors[0]
     assert s.counters("default") == {"requests": 2}
-
-
-def test_step_records_round_trip_in_insertion_order_per_tenant_and_task(store):
-    step_records_round_trip(store)
-
-
-def step_records_round_trip(store):
-    """Shared with the PostgreSQL tests: both stores must read back the same."""
-    from minicache.store.base import StepRecord
-
-    for i in range(3):
-        store.add_step_record(StepRecord(id=f"step_{i}", tenant="t1", task="linear", frame="F", request=f"r{i}",
-                                         steps=[f"a{i}", "x = 5"], embedding=np.full(4, i, dtype=np.float32)))
-    store.add_step_record(StepRecord(id="step_j", tenant="t1", task="json", frame="G", request="j", steps=["{}"]))
-    got = store.step_records("t1", "linear")
-    assert [r.request for r in got] == ["r0", "r1", "r2"] and got[1].steps == ["a1", "x = 5"]
-    assert got[2].embedding.tolist() == [2, 2, 2, 2] and store.step_records("t1", "json")[0].embedding is None
-    assert store.step_records("t2", "linear") == []
+    s.close()

@@ -1,6 +1,7 @@
-"""The PostgreSQL store against a real server: the SQLite store's behaviours, plus what several
-replicas sharing one database need (visibility, build leases, concurrent writers and migrations,
-atomic entries), and the engine end to end on two replicas.
+"""What only the PostgreSQL store does: migrations under an advisory lock and the databases older
+code wrote, connections (DSNs, passwords kept out of messages, the pool, a closed store), sessions
+that die mid-transaction, NUL in text, values read back as SQLite's, and the engine on two replicas.
+Everything both stores promise is in tests/test_store_contract.py, run on PostgreSQL there.
 
 The server comes from tests/pg.py (scripts/pg-test-server.sh, or MINICACHE_TEST_PG_DSN); every test
 gets a database of its own.
@@ -15,16 +16,67 @@ import time
 import numpy as np
 import pytest
 
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
-from minicache.store import Entry, Example, SQLiteStore, StoreError, Variable, new_id, open_store
+from minicache.store import SQLiteStore, StoreError, open_store
+from minicache.store.schema import LATEST
+from test_store_contract import PROGRAM, check_writes_and_reads_back, entry, example, run_threads
 
 psycopg = pytest.importorskip("psycopg")
 
-from minicache.store.postgres import MIGRATIONS, PostgresStore, redact_dsn  # noqa: E402
+from minicache.store.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
-PROGRAM = "def solve(x=1,  # a number\n):\n    return x * 2\n"
+# The PostgreSQL schema exactly as the store wrote it before the schema was defined once for both
+# stores (minicache/store/schema.py): every database created until then has these tables.
+OLD_MIGRATIONS: list[str] = [
+    # 1: the initial schema (``seq`` keeps insertion order among rows created in the same instant)
+    """
+    CREATE TABLE groups (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, label TEXT, status TEXT NOT NULL DEFAULT 'open',
+        build_failures INTEGER NOT NULL DEFAULT 0, uncacheable_until DOUBLE PRECISION NOT NULL DEFAULT 0,
+        created_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (tenant, id));
+    CREATE TABLE examples (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, question TEXT NOT NULL,
+        context TEXT, program TEXT NOT NULL, answer TEXT NOT NULL, variables TEXT NOT NULL,
+        embedding BYTEA, created_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (tenant, id));
+    CREATE INDEX examples_group ON examples (tenant, group_id);
+    CREATE TABLE entries (
+        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, version INTEGER NOT NULL,
+        status TEXT NOT NULL, template TEXT NOT NULL, program TEXT NOT NULL, program_hash TEXT NOT NULL,
+        validation TEXT NOT NULL, rules TEXT NOT NULL DEFAULT '{}', hits INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (tenant, id), UNIQUE (tenant, group_id, version));
+    CREATE INDEX entries_group ON entries (tenant, group_id, status);
+    CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value BIGINT NOT NULL,
+        PRIMARY KEY (tenant, name));
+    """,
+    # 2: build leases, so that replicas sharing a store never build one group at once
+    """
+    CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, group_id));
+    """,
+    # 3: StepCache's verified structured outputs
+    """
+    CREATE TABLE step_records (tenant TEXT NOT NULL, id TEXT NOT NULL, task TEXT NOT NULL, frame TEXT NOT NULL,
+        request TEXT NOT NULL, steps TEXT NOT NULL, embedding BYTEA, created_at DOUBLE PRECISION NOT NULL,
+        seq BIGINT GENERATED ALWAYS AS IDENTITY, PRIMARY KEY (tenant, id));
+    CREATE INDEX step_records_task ON step_records (tenant, task);
+    """,
+    # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
+    """
+    ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 5: replicas' routing indexes read only the examples after the last seq they saw; why each
+    # group's last build failed or its entry was evicted (minicache.admission)
+    """
+    CREATE INDEX examples_seq ON examples (tenant, seq);
+    ALTER TABLE groups ADD COLUMN failure TEXT;
+    """,
+]
 
 
 @pytest.fixture
@@ -34,45 +86,29 @@ def store(pg_dsn):
     s.close()
 
 
-def entry(group="grp_1", tenant="default", status="active", program=PROGRAM, **kw) -> Entry:
-    return Entry(id=new_id("ent"), tenant=tenant, group_id=group, template=[Variable("x", "integer", "a number")],
-                 program=program, status=status, **kw)
-
-
-def example(group="grp_1", tenant="default", question="What is 2 x 1?", answer=2, embedding=None) -> Example:
-    return Example(id=new_id("ex"), tenant=tenant, group_id=group, question=question, context=None,
-                   program=PROGRAM, answer=answer, variables={"x": 1}, embedding=embedding)
-
-
-def run_threads(target, args_list) -> None:
-    """Run ``target(*args)`` for each args in threads; re-raise the first error in this thread."""
-    errors: list[BaseException] = []
-
-    def wrapped(*args):
-        try:
-            target(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=wrapped, args=args) for args in args_list]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    if errors:
-        raise errors[0]
-
-
 def raw(dsn: str):
     return psycopg.connect(dsn, autocommit=True)
+
+
+def schema_of(dsn: str) -> dict[str, list[tuple]]:
+    """Every column (type, nullability, default, identity), index and constraint of the database."""
+    with raw(dsn) as conn:
+        return {"columns": conn.execute(
+                    "SELECT table_name, column_name, data_type, is_nullable, column_default, is_identity "
+                    "FROM information_schema.columns WHERE table_schema='public' "
+                    "ORDER BY table_name, ordinal_position").fetchall(),
+                "indexes": conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname='public' "
+                                        "ORDER BY indexname").fetchall(),
+                "constraints": conn.execute("SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) "
+                                            "FROM pg_constraint WHERE connamespace='public'::regnamespace "
+                                            "ORDER BY 1, 2").fetchall()}
 
 
 # -- migrations, connections and persistence -----------------------------------------------------
 
 
 def test_migrations_bring_a_new_database_to_the_latest_schema(store, pg_dsn):
-    assert store.schema_version() == len(MIGRATIONS) == 5
+    assert store.schema_version() == LATEST == len(OLD_MIGRATIONS)
     with raw(pg_dsn) as conn:
         tables = {r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema='public'")}
@@ -82,13 +118,20 @@ def test_migrations_bring_a_new_database_to_the_latest_schema(store, pg_dsn):
     assert types["embedding"] == "bytea" and types["created_at"] == "double precision"
 
 
-def test_reopening_does_not_rerun_migrations(pg_dsn):
-    PostgresStore(pg_dsn).close()
-    again = PostgresStore(pg_dsn)
-    assert again.schema_version() == len(MIGRATIONS)
-    again.close()
-    with raw(pg_dsn) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == len(MIGRATIONS)
+def test_a_database_the_previous_code_created_opens_and_has_the_schema_a_new_one_gets(pg_database):
+    old_dsn, new_dsn = pg_database(), pg_database()
+    with raw(old_dsn) as conn, conn.transaction():
+        conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY)")
+        for version, script in enumerate(OLD_MIGRATIONS, start=1):
+            conn.execute(script)
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+    PostgresStore(new_dsn).close()
+    assert schema_of(old_dsn) == schema_of(new_dsn)
+    old = PostgresStore(old_dsn)
+    try:
+        check_writes_and_reads_back(old)
+    finally:
+        old.close()
 
 
 def test_concurrent_first_opens_migrate_exactly_once(pg_dsn):
@@ -104,21 +147,13 @@ def test_concurrent_first_opens_migrate_exactly_once(pg_dsn):
 
     run_threads(open_one, [()] * 4)
     try:
-        assert [s.schema_version() for s in stores] == [len(MIGRATIONS)] * 4
+        assert [s.schema_version() for s in stores] == [LATEST] * 4
         with raw(pg_dsn) as conn:
             versions = [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY version")]
-        assert versions == list(range(1, len(MIGRATIONS) + 1))
+        assert versions == list(range(1, LATEST + 1))
     finally:
         for s in stores:
             s.close()
-
-
-def test_database_from_a_newer_version_is_refused(pg_dsn):
-    PostgresStore(pg_dsn).close()
-    with raw(pg_dsn) as conn:
-        conn.execute("INSERT INTO schema_version (version) VALUES (999)")
-    with pytest.raises(StoreError, match="schema version 999"):
-        PostgresStore(pg_dsn)
 
 
 def _closed_port() -> int:
@@ -159,32 +194,6 @@ def test_closed_store_raises_a_store_error(pg_dsn):
     s.close()  # idempotent
     with pytest.raises(StoreError, match="closed"):
         s.counters("default")
-
-
-def test_reopening_keeps_groups_examples_entries_and_counters(pg_dsn):
-    first = PostgresStore(pg_dsn)
-    first.ensure_group("default", "label:x", label="x")
-    vector = np.arange(4, dtype=np.float32)
-    ex_in = example("label:x", answer=2.5, embedding=vector)
-    first.add_example(ex_in)
-    stored = first.put_entry(entry("label:x", rules={"x": {"kind": "position", "index": 0, "count": 1}}))
-    first.bump("default", "hits", 3)
-    first.close()
-
-    second = PostgresStore(pg_dsn)
-    group = second.get_group("default", "label:x")
-    assert (group.label, group.status, group.n_examples) == ("x", "cached", 1)
-    [ex] = second.examples("default", "label:x")
-    assert ex.answer == 2.5 and ex.variables == {"x": 1}
-    assert ex.created_at == ex_in.created_at  # float64, not PostgreSQL's float4 REAL
-    np.testing.assert_array_equal(ex.embedding, vector)
-    assert ex.embedding.dtype == np.float32
-    got = second.get_entry("default", stored.id)
-    assert got.program == PROGRAM and got.template == stored.template and got.rules == stored.rules
-    assert got.program_hash == stored.program_hash
-    assert (got.created_at, got.updated_at, got.version) == (stored.created_at, stored.updated_at, 1)
-    assert second.counters("default") == {"hits": 3}
-    second.close()
 
 
 def test_values_read_back_exactly_as_from_sqlite(store, tmp_path):
@@ -238,134 +247,12 @@ def _as_url(dsn: str) -> str:
 def test_open_store_returns_a_postgres_store_for_postgres_urls(pg_dsn):
     s = open_store(_as_url(pg_dsn))
     try:
-        assert isinstance(s, PostgresStore) and s.schema_version() == len(MIGRATIONS)
+        assert isinstance(s, PostgresStore) and s.schema_version() == LATEST
     finally:
         s.close()
 
 
-# -- groups and examples ---------------------------------------------------------------------------
-
-
-def test_ensure_group_is_idempotent_and_list_groups_counts_examples(store):
-    g = store.ensure_group("default", "g1", label="one")
-    assert (g.id, g.tenant, g.label, g.status, g.n_examples) == ("g1", "default", "one", "open", 0)
-    assert store.ensure_group("default", "g1", label="other").label == "one"  # as SQLite: first label stays
-    store.ensure_group("default", "g2")
-    store.add_example(example("g2"))
-    store.add_example(example("g2"))
-    assert [(g.id, g.n_examples) for g in store.list_groups("default")] == [("g1", 0), ("g2", 2)]
-    assert store.get_group("default", "nope") is None
-
-
-def test_update_group_persists_failures_and_status(store):
-    group = store.ensure_group("default", "grp_1")
-    group.build_failures, group.status, group.uncacheable_until = 2, "uncacheable", 123.0
-    store.update_group(group)
-    again = store.get_group("default", "grp_1")
-    assert (again.build_failures, again.status, again.uncacheable_until) == (2, "uncacheable", 123.0)
-
-
-def test_clear_examples_forgets_them_and_reopens_the_group(store):
-    group = store.ensure_group("default", "grp_1")
-    for _ in range(3):
-        store.add_example(example(embedding=np.ones(4, dtype=np.float32)))
-    group.build_failures, group.status = 2, "uncacheable"
-    store.update_group(group)
-    assert store.clear_examples("default", "grp_1") == 3
-    again = store.get_group("default", "grp_1")
-    assert (again.build_failures, again.status, again.n_examples) == (0, "open", 0)
-    assert store.examples("default", "grp_1") == [] and store.routing_index("default")[0] == []
-
-
-def test_examples_and_routing_index_keep_insertion_order(store):
-    vectors = [np.array([i, 1, 0], dtype=np.float32) for i in range(5)]
-    same_instant = time.time()
-    for i, v in enumerate(vectors):
-        x = example(f"g{i % 2}", question=f"q{i}", embedding=v)
-        x.created_at = same_instant  # ties are broken by insertion order
-        store.add_example(x)
-    store.add_example(example("g0", question="no embedding"))
-    assert [x.question for x in store.examples("default", "g0")] == ["q0", "q2", "q4", "no embedding"]
-    ids, matrix = store.routing_index("default")
-    assert ids == ["g0", "g1", "g0", "g1", "g0"]
-    assert matrix.shape == (5, 3) and matrix.dtype == np.float32
-    np.testing.assert_array_equal(matrix, np.stack(vectors))
-    assert store.routing_index("default")[1].flags.c_contiguous
-    empty_ids, empty = store.routing_index("nobody")
-    assert empty_ids == [] and empty.shape == (0, 0) and empty.dtype == np.float32
-
-
-# -- entries --------------------------------------------------------------------------------------
-
-
-def test_put_entry_supersedes_the_previous_active_version(store):
-    first = store.put_entry(entry())
-    second = store.put_entry(entry(program=PROGRAM.replace("* 2", "* 3")))
-    assert (first.version, second.version) == (1, 2)
-    assert store.get_entry("default", first.id).status == "superseded"
-    assert store.active_entry("default", "grp_1").id == second.id
-    assert [e.id for e in store.list_entries("default", "active")] == [second.id]
-    assert [e.id for e in store.list_entries("default")] == [first.id, second.id]
-    assert store.get_group("default", "grp_1").status == "cached"
-
-
-def test_candidate_entry_does_not_supersede_the_active_one(store):
-    active = store.put_entry(entry())
-    candidate = store.put_entry(entry(status="candidate"))
-    assert candidate.version == 2
-    assert store.active_entry("default", "grp_1").id == active.id
-    assert [e.id for e in store.list_entries("default", "candidate")] == [candidate.id]
-
-
-def test_record_failure_counts_and_record_hit_counts(store):
-    e = store.put_entry(entry())
-    assert [store.record_failure("default", e.id) for _ in range(3)] == [1, 2, 3]
-    store.record_hit("default", e.id)
-    store.record_hit("default", e.id)
-    got = store.get_entry("default", e.id)
-    assert (got.failures, got.hits) == (3, 2)
-    assert store.record_failure("default", "ent_unknown") == 0
-
-
-def test_evicting_the_last_active_entry_reopens_the_group(store):
-    e = store.put_entry(entry())
-    store.set_entry_status("default", e.id, "evicted")
-    assert store.active_entry("default", "grp_1") is None
-    assert store.get_entry("default", e.id).status == "evicted"
-    assert store.get_group("default", "grp_1").status == "open"
-    store.set_entry_status("default", "ent_unknown", "evicted")  # no effect, no error
-
-
-def test_evicting_a_superseded_entry_leaves_the_group_cached(store):
-    old = store.put_entry(entry())
-    store.put_entry(entry())
-    store.set_entry_status("default", old.id, "evicted")
-    assert store.get_group("default", "grp_1").status == "cached"
-
-
-def test_delete_entry_and_delete_group(store):
-    store.ensure_group("default", "grp_1")
-    store.add_example(example())
-    e1 = store.put_entry(entry())
-    assert store.delete_entry("default", e1.id) is True
-    assert store.get_entry("default", e1.id) is None
-    assert store.get_group("default", "grp_1").status == "open"  # its only active entry is gone
-    assert store.delete_entry("default", e1.id) is False
-    store.put_entry(entry())
-    assert store.delete_group("default", "grp_1") == 1
-    assert store.get_group("default", "grp_1") is None and store.examples("default", "grp_1") == []
-
-
-def test_a_failed_put_entry_changes_nothing(store):
-    """The supersede and the insert are one transaction: a failing insert leaves the old entry active."""
-    first = store.put_entry(entry())
-    clash = entry()
-    clash.id = first.id  # the insert fails on the primary key, after the UPDATE that supersedes
-    with pytest.raises(psycopg.errors.UniqueViolation):
-        store.put_entry(clash)
-    assert store.active_entry("default", "grp_1").id == first.id
-    assert store.get_entry("default", first.id).status == "active"
-    assert [e.version for e in store.list_entries("default")] == [1]
+# -- transactions and concurrency ------------------------------------------------------------------
 
 
 def test_an_entry_in_a_transaction_that_dies_is_never_visible(store, pg_dsn):
@@ -389,175 +276,6 @@ def test_an_entry_in_a_transaction_that_dies_is_never_visible(store, pg_dsn):
     quitter.execute("INSERT INTO counters (tenant, name, value) VALUES ('default', 'ghost', 1)")
     quitter.close()
     assert store.counters("default") == {}
-
-
-def test_a_reader_never_sees_a_half_superseded_group(pg_dsn):
-    """While one replica replaces a group's active entry over and over, another always sees exactly one."""
-    writer, reader = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
-    try:
-        writer.put_entry(entry())
-        stop = threading.Event()
-        seen: list[int] = []
-
-        def write():
-            try:
-                for _ in range(40):
-                    writer.put_entry(entry())
-            finally:
-                stop.set()
-
-        def read():
-            while not stop.is_set():
-                seen.append(len(reader.list_entries("default", "active")))
-
-        run_threads(lambda f: f(), [(write,), (read,)])
-        assert seen and set(seen) == {1}
-    finally:
-        writer.close()
-        reader.close()
-
-
-def test_concurrent_put_entry_from_two_replicas_keeps_one_active_entry(pg_dsn):
-    one, two = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
-    try:
-        def work(s):
-            for _ in range(10):
-                s.put_entry(entry())
-
-        run_threads(work, [(one,), (two,), (one,), (two,)])
-        entries = one.list_entries("default")
-        assert sorted(e.version for e in entries) == list(range(1, 41))
-        assert [e.status for e in entries].count("active") == 1
-        assert one.active_entry("default", "grp_1").version == 40
-    finally:
-        one.close()
-        two.close()
-
-
-# -- counters, tenants -------------------------------------------------------------------------------
-
-
-def test_counters_bump_by_one_or_by_n(store):
-    store.bump("default", "requests")
-    store.bump("default", "requests")
-    store.bump("default", "target_tokens", 250)
-    store.bump("default", "big", 2**40)
-    assert store.counters("default") == {"requests": 2, "target_tokens": 250, "big": 2**40}
-
-
-def test_every_query_is_filtered_by_tenant(store):
-    for tenant in ("a", "b"):
-        store.ensure_group(tenant, "grp_same", label=tenant)
-        store.add_example(example("grp_same", tenant=tenant, question=f"question of {tenant}",
-                                  embedding=np.ones(4, dtype=np.float32)))
-    ea = store.put_entry(entry("grp_same", tenant="a"))
-    store.bump("a", "hits", 5)
-
-    assert store.get_group("b", "grp_same").label == "b"
-    assert store.get_group("b", "grp_same").status == "open" and store.get_group("a", "grp_same").status == "cached"
-    assert [ex.question for ex in store.examples("b", "grp_same")] == ["question of b"]
-    ids, matrix = store.routing_index("b")
-    assert ids == ["grp_same"] and matrix.shape == (1, 4)
-    assert store.active_entry("b", "grp_same") is None
-    assert store.get_entry("b", ea.id) is None
-    assert store.list_entries("b") == [] and [e.id for e in store.list_entries("a")] == [ea.id]
-    assert store.counters("b") == {} and store.counters("a") == {"hits": 5}
-    assert store.routing_index("nobody")[0] == []
-    store.record_hit("b", ea.id)  # another tenant's id: no effect
-    assert store.record_failure("b", ea.id) == 0
-    store.set_entry_status("b", ea.id, "evicted")
-    assert store.delete_entry("b", ea.id) is False
-    assert store.clear_examples("b", "grp_same") == 1 and len(store.examples("a", "grp_same")) == 1
-    assert store.delete_group("b", "grp_same") == 0
-    got = store.get_entry("a", ea.id)
-    assert (got.hits, got.failures, got.status) == (0, 0, "active")
-    assert store.get_group("a", "grp_same") is not None
-
-
-# -- build leases ----------------------------------------------------------------------------------
-
-
-def test_build_lease_is_exclusive_until_released_or_expired(store):
-    assert store.acquire_build_lease("t", "g", "a", ttl_s=60)
-    assert store.acquire_build_lease("t", "g", "a", ttl_s=60)  # the holder may renew
-    assert not store.acquire_build_lease("t", "g", "b", ttl_s=60)
-    assert store.acquire_build_lease("t", "other", "b", ttl_s=60)
-    assert store.acquire_build_lease("u", "g", "b", ttl_s=60)  # leases are per tenant
-    store.release_build_lease("t", "g", "b")  # not the holder: no effect
-    assert not store.acquire_build_lease("t", "g", "b", ttl_s=60)
-    store.release_build_lease("t", "g", "a")
-    assert store.acquire_build_lease("t", "g", "b", ttl_s=-1)  # an already-expired lease ...
-    assert store.acquire_build_lease("t", "g", "c", ttl_s=60)  # ... can be taken over
-
-
-def test_build_lease_is_exclusive_across_replicas_and_taken_over_after_expiry(pg_dsn):
-    a, b = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
-    try:
-        assert a.acquire_build_lease("default", "g", "replica_a", ttl_s=0.5)
-        assert not b.acquire_build_lease("default", "g", "replica_b", ttl_s=60)
-        time.sleep(0.7)  # replica a "crashed": its lease lapses
-        assert b.acquire_build_lease("default", "g", "replica_b", ttl_s=60)
-        assert not a.acquire_build_lease("default", "g", "replica_a", ttl_s=60)
-        b.release_build_lease("default", "g", "replica_b")
-        assert a.acquire_build_lease("default", "g", "replica_a", ttl_s=60)
-    finally:
-        a.close()
-        b.close()
-
-
-def test_build_lease_has_exactly_one_winner_among_racing_replicas(pg_dsn):
-    stores = [PostgresStore(pg_dsn) for _ in range(2)]
-    try:
-        for attempt in range(5):
-            barrier = threading.Barrier(8)
-            winners: list[str] = []
-            lock = threading.Lock()
-
-            def race(k: int, group: str = f"g{attempt}") -> None:
-                barrier.wait()
-                if stores[k % 2].acquire_build_lease("default", group, f"owner{k}", ttl_s=60):
-                    with lock:
-                        winners.append(f"owner{k}")
-
-            run_threads(race, [(k,) for k in range(8)])
-            assert len(winners) == 1, winners
-    finally:
-        for s in stores:
-            s.close()
-
-
-# -- concurrency between threads and replicas ------------------------------------------------------
-
-
-def test_concurrent_writers_from_threads_sum_correctly(store):
-    def work():
-        for _ in range(20):
-            store.bump("default", "requests")
-
-    run_threads(work, [()] * 8)
-    assert store.counters("default") == {"requests": 160}
-
-
-def test_two_replicas_see_each_others_writes(pg_dsn):
-    one, two = PostgresStore(pg_dsn), PostgresStore(pg_dsn)
-    try:
-        def work(s):
-            for _ in range(25):
-                s.bump("default", "n")
-
-        run_threads(work, [(one,), (two,), (one,), (two,)])
-        assert one.counters("default") == two.counters("default") == {"n": 100}
-
-        one.ensure_group("default", "g", label="g")
-        one.add_example(example("g", embedding=np.ones(4, dtype=np.float32)))
-        built = one.put_entry(entry("g"))
-        assert two.active_entry("default", "g").id == built.id
-        assert two.get_group("default", "g").n_examples == 1 and two.routing_index("default")[0] == ["g"]
-        two.set_entry_status("default", built.id, "evicted")
-        assert one.active_entry("default", "g") is None and one.get_group("default", "g").status == "open"
-    finally:
-        one.close()
-        two.close()
 
 
 def test_pool_is_shared_safely_by_more_threads_than_connections(pg_dsn):
@@ -657,9 +375,3 @@ def test_text_with_nul_characters_is_a_store_error_and_stores_nothing(store):
         store.put_entry(entry("g", program=PROGRAM + "\x00"))
     assert store.examples("default", "g") == [] and store.list_entries("default") == []
     assert store.get_group("default", "g") is None  # put_entry's group insert was rolled back too
-
-
-def test_step_records_round_trip_in_insertion_order_per_tenant_and_task(store):
-    from tests.test_store import step_records_round_trip
-
-    step_records_round_trip(store)

@@ -3,8 +3,9 @@
 import re
 from typing import TYPE_CHECKING, Any
 
-from .base import Entry, Example, Group, Store, Variable, new_id, program_hash
-from .sqlite import SQLiteStore, StoreError
+from ..errors import StoreBusy, StoreError
+from .base import Entry, EntryStatus, Example, Group, GroupStatus, Store, Variable, new_id, program_hash
+from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
@@ -18,8 +19,8 @@ def __getattr__(name: str) -> Any:
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["Entry", "Example", "Group", "Store", "Variable", "SQLiteStore", "StoreError", "new_id",
-           "program_hash", "open_store"]
+__all__ = ["Entry", "EntryStatus", "Example", "Group", "GroupStatus", "PostgresStore", "Store", "Variable",
+           "SQLiteStore", "StoreBusy", "StoreError", "new_id", "program_hash", "open_store"]
 
 
 def open_store(spec: "str | Store | None", *, create: bool = True) -> Store:

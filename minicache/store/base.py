@@ -12,9 +12,15 @@ import json
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
+
+# An entry is a candidate until validated, then active; storing a newer active entry supersedes the
+# group's previous one, and an entry that keeps failing (or is invalidated) is evicted.
+EntryStatus = Literal["candidate", "active", "superseded", "evicted"]
+# A group is open until it has an active entry (cached); admission marks it uncacheable for a while.
+GroupStatus = Literal["open", "cached", "uncacheable"]
 
 
 def new_id(prefix: str) -> str:
@@ -44,7 +50,7 @@ class Group:
     id: str
     tenant: str
     label: str | None = None
-    status: str = "open"  # open | cached | uncacheable
+    status: GroupStatus = "open"
     build_failures: int = 0
     uncacheable_until: float = 0.0
     n_examples: int = 0
@@ -77,7 +83,7 @@ class Entry:
     template: list[Variable]
     program: str
     version: int = 1
-    status: str = "active"  # candidate | active | evicted
+    status: EntryStatus = "active"
     validation: dict[str, Any] = field(default_factory=dict)
     rules: dict[str, Any] = field(default_factory=dict)  # learned extraction rules, per variable
     hits: int = 0
@@ -165,11 +171,11 @@ class Store(Protocol):
     def put_entry(self, entry: Entry) -> Entry: ...
     def active_entry(self, tenant: str, group_id: str) -> Entry | None: ...
     def get_entry(self, tenant: str, entry_id: str) -> Entry | None: ...
-    def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]: ...
+    def list_entries(self, tenant: str, status: EntryStatus | None = None) -> list[Entry]: ...
     def record_hit(self, tenant: str, entry_id: str) -> None: ...
     def record_failure(self, tenant: str, entry_id: str) -> int: ...
     def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]: ...
-    def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None: ...
+    def set_entry_status(self, tenant: str, entry_id: str, status: EntryStatus) -> None: ...
     # an import: every entry (as put_entry) and example in ONE transaction, all or nothing
     def import_entries(self, entries: list[Entry], examples: list[Example]) -> None: ...
     def delete_entry(self, tenant: str, entry_id: str) -> bool: ...

@@ -11,87 +11,37 @@
 * Build leases use the database server's clock, so replicas on hosts whose clocks disagree still
   agree on when a lease lapses.
 
-Timestamps are ``DOUBLE PRECISION`` (not ``REAL``, which is float4 in PostgreSQL), JSON fields are
-TEXT holding exactly what SQLite holds (``json.loads`` gives back the same values), and embeddings
-are ``BYTEA`` of raw float32.
+The tables and their types are :mod:`.schema`'s, the rows :mod:`.rows`' (the same as SQLite's).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any
 
 import numpy as np
 
 try:
     import psycopg
     from psycopg import conninfo as _conninfo
-    from psycopg.rows import dict_row
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("the PostgreSQL store needs psycopg 3 and psycopg-pool: "
                       "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3") from exc
 
-from .base import Entry, Example, Group, RoutingRow, StepRecord, Variable, dumps, stack_embeddings
-from .sqlite import StoreError
+from ..errors import StoreError
+from .base import Entry, EntryStatus, Example, Group, RoutingRow, StepRecord, dumps, stack_embeddings
+from .dsn import redact_dsn
+from .rows import entry_row, example_row, step_record_row, to_entry, to_example, to_group, to_step_record
+from .schema import POSTGRES, upgrade
 
 # Any constant: the key of the advisory lock that serializes migrations (per database).
 _MIGRATION_LOCK = 0x6D696E6963616368  # "minicach"
-
-MIGRATIONS: list[str] = [
-    # 1: the initial schema (``seq`` keeps insertion order among rows created in the same instant)
-    """
-    CREATE TABLE groups (
-        tenant TEXT NOT NULL, id TEXT NOT NULL, label TEXT, status TEXT NOT NULL DEFAULT 'open',
-        build_failures INTEGER NOT NULL DEFAULT 0, uncacheable_until DOUBLE PRECISION NOT NULL DEFAULT 0,
-        created_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
-        PRIMARY KEY (tenant, id));
-    CREATE TABLE examples (
-        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, question TEXT NOT NULL,
-        context TEXT, program TEXT NOT NULL, answer TEXT NOT NULL, variables TEXT NOT NULL,
-        embedding BYTEA, created_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
-        PRIMARY KEY (tenant, id));
-    CREATE INDEX examples_group ON examples (tenant, group_id);
-    CREATE TABLE entries (
-        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, version INTEGER NOT NULL,
-        status TEXT NOT NULL, template TEXT NOT NULL, program TEXT NOT NULL, program_hash TEXT NOT NULL,
-        validation TEXT NOT NULL, rules TEXT NOT NULL DEFAULT '{}', hits INTEGER NOT NULL DEFAULT 0,
-        failures INTEGER NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL,
-        updated_at DOUBLE PRECISION NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
-        PRIMARY KEY (tenant, id), UNIQUE (tenant, group_id, version));
-    CREATE INDEX entries_group ON entries (tenant, group_id, status);
-    CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value BIGINT NOT NULL,
-        PRIMARY KEY (tenant, name));
-    """,
-    # 2: build leases, so that replicas sharing a store never build one group at once
-    """
-    CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
-        expires_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, group_id));
-    """,
-    # 3: StepCache's verified structured outputs
-    """
-    CREATE TABLE step_records (tenant TEXT NOT NULL, id TEXT NOT NULL, task TEXT NOT NULL, frame TEXT NOT NULL,
-        request TEXT NOT NULL, steps TEXT NOT NULL, embedding BYTEA, created_at DOUBLE PRECISION NOT NULL,
-        seq BIGINT GENERATED ALWAYS AS IDENTITY, PRIMARY KEY (tenant, id));
-    CREATE INDEX step_records_task ON step_records (tenant, task);
-    """,
-    # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
-    """
-    ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
-    """,
-    # 5: replicas' routing indexes read only the examples after the last seq they saw; why each
-    # group's last build failed or its entry was evicted (minicache.admission)
-    """
-    CREATE INDEX examples_seq ON examples (tenant, seq);
-    ALTER TABLE groups ADD COLUMN failure TEXT;
-    """,
-]
 
 # The key of the advisory lock example inserts take: seq is drawn and committed under it, so a
 # reader that has seen seq n has also seen every committed example below n (identity values are
@@ -99,24 +49,17 @@ MIGRATIONS: list[str] = [
 _EXAMPLES_LOCK = 0x6D636578616D706C  # "mcexampl"
 
 _NOW = "EXTRACT(EPOCH FROM statement_timestamp())::float8"  # the server's clock, in epoch seconds
-_KV_PASSWORD = re.compile(r"""\bpassword\s*=\s*(?:'(?:[^'\\]|\\.)*'|[^\s']\S*)\s*""", re.I)
+
+__all__ = ["PostgresStore", "redact_dsn"]
+
+Conn = psycopg.Connection[DictRow]  # every connection reads rows by column name, as SQLite's do
 
 
-def redact_dsn(dsn: str) -> str:
-    """``dsn`` without its password (URL or ``key=value`` form), fit for messages and logs."""
-    if re.match(r"^postgres(?:ql)?://", dsn, re.I):
-        try:
-            parts = urlsplit(dsn)
-            netloc = parts.netloc
-            if "@" in netloc:
-                userinfo, hosts = netloc.rsplit("@", 1)
-                netloc = f"{userinfo.split(':', 1)[0]}@{hosts}"
-            query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                               if k.lower() != "password"])
-            return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-        except ValueError:
-            return "postgresql://<unparseable DSN>"
-    return _KV_PASSWORD.sub("", dsn).strip()
+def _one(c: Conn, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    """The single value of a query that always returns one row (an aggregate, a test)."""
+    row = c.execute(sql, args).fetchone()
+    assert row is not None, sql
+    return next(iter(row.values()))
 
 
 class PostgresStore:
@@ -140,8 +83,8 @@ class PostgresStore:
         self._close_lock = threading.Lock()
         self._local = threading.local()  # this thread's connection while it runs a transaction
         self._migrate(create)
-        self._pool = ConnectionPool(
-            dsn, min_size=min_size, max_size=max_size, open=False, timeout=timeout,
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            dsn, connection_class=Conn, min_size=min_size, max_size=max_size, open=False, timeout=timeout,
             name=f"minicache-store-{id(self):x}",
             kwargs={"autocommit": True, "row_factory": dict_row, **self._connect_kwargs})
         try:
@@ -159,7 +102,7 @@ class PostgresStore:
         return StoreError(f"PostgreSQL store {self.safe_dsn}: {exc}".rstrip())
 
     @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection]:
+    def _conn(self) -> Iterator[Conn]:
         """A pooled connection in autocommit mode (each statement commits on its own); inside a
         :meth:`_tx` of this thread, that transaction's connection."""
         current = getattr(self._local, "conn", None)
@@ -175,7 +118,7 @@ class PostgresStore:
             raise self._error(exc) from exc
 
     @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection]:
+    def _tx(self) -> Iterator[Conn]:
         """One transaction: committed when the block ends, rolled back if it raises. A ``_tx`` inside
         another of the same thread joins it (as a savepoint), so methods compose into one transaction."""
         with self._conn() as conn:
@@ -190,23 +133,18 @@ class PostgresStore:
 
     def _migrate(self, create: bool = True) -> None:
         try:
-            conn = psycopg.connect(self.dsn, autocommit=True, **self._connect_kwargs)
+            conn = psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **self._connect_kwargs)
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
         try:
-            if not create and not conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]:
+            if not create and not _one(conn, "SELECT to_regclass('schema_version') IS NOT NULL"):
                 raise StoreError(f"{self.safe_dsn} holds no MiniCache store (it has no schema_version table)")
             with conn.transaction():
                 # Replicas starting together queue here; the first migrates, the others find it done.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
-                current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
-                if current > len(MIGRATIONS):
-                    raise StoreError(f"{self.safe_dsn} has schema version {current}; this MiniCache knows "
-                                     f"up to {len(MIGRATIONS)}. Upgrade MiniCache.")
-                for version in range(current + 1, len(MIGRATIONS) + 1):
-                    conn.execute(MIGRATIONS[version - 1])
-                    conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+                current = _one(conn, "SELECT COALESCE(MAX(version), 0) FROM schema_version")
+                upgrade(conn.execute, current, POSTGRES, self.safe_dsn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot migrate the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
         finally:
@@ -214,21 +152,15 @@ class PostgresStore:
 
     def schema_version(self) -> int:
         with self._conn() as c:
-            return c.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()["v"]
+            return int(_one(c, "SELECT MAX(version) FROM schema_version"))
 
     # -- groups -----------------------------------------------------------------------------
     _GROUP_SELECT = ("SELECT g.*, (SELECT COUNT(*) FROM examples e WHERE e.tenant=g.tenant AND e.group_id=g.id) "
                      "AS n FROM groups g")
 
-    @staticmethod
-    def _group(row: dict[str, Any]) -> Group:
-        return Group(id=row["id"], tenant=row["tenant"], label=row["label"], status=row["status"],
-                     build_failures=row["build_failures"], uncacheable_until=row["uncacheable_until"],
-                     created_at=row["created_at"], n_examples=row["n"])
-
-    def _get_group(self, c: psycopg.Connection, tenant: str, group_id: str) -> Group | None:
+    def _get_group(self, c: Conn, tenant: str, group_id: str) -> Group | None:
         row = c.execute(self._GROUP_SELECT + " WHERE g.tenant=%s AND g.id=%s", (tenant, group_id)).fetchone()
-        return self._group(row) if row else None
+        return to_group(row, row["n"]) if row else None
 
     def get_group(self, tenant: str, group_id: str) -> Group | None:
         with self._conn() as c:
@@ -247,7 +179,7 @@ class PostgresStore:
         with self._conn() as c:
             rows = c.execute(self._GROUP_SELECT + " WHERE g.tenant=%s ORDER BY g.created_at, g.seq",
                              (tenant,)).fetchall()
-        return [self._group(r) for r in rows]
+        return [to_group(r, r["n"]) for r in rows]
 
     def update_group(self, group: Group) -> None:
         with self._conn() as c:
@@ -256,8 +188,12 @@ class PostgresStore:
                                                     float(group.uncacheable_until), group.tenant, group.id))
 
     @staticmethod
-    def _lock_group(c: psycopg.Connection, tenant: str, group_id: str) -> None:
-        """Serialize the writers of one group's entries (put_entry, status changes) until commit."""
+    def _lock_group(c: Conn, tenant: str, group_id: str, create_at: float | None = None) -> None:
+        """Serialize the writers of one group's entries (put_entry, status changes) until commit;
+        with ``create_at``, create the group first if it does not exist."""
+        if create_at is not None:
+            c.execute("INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) ON CONFLICT (tenant, id) "
+                      "DO NOTHING", (tenant, group_id, create_at))
         c.execute("SELECT 1 FROM groups WHERE tenant=%s AND id=%s FOR UPDATE", (tenant, group_id))
 
     def delete_group(self, tenant: str, group_id: str) -> int:
@@ -270,24 +206,15 @@ class PostgresStore:
 
     # -- examples -------------------------------------------------------------------------
     def add_example(self, example: Example) -> None:
-        blob = None if example.embedding is None else np.asarray(example.embedding, dtype=np.float32).tobytes()
         with self._tx() as c:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (_EXAMPLES_LOCK,))
-            c.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
-                      "embedding, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                      (example.tenant, example.id, example.group_id, example.question, example.context,
-                       example.program, dumps(example.answer), dumps(example.variables), blob,
-                       float(example.created_at)))
+            c.execute(*POSTGRES.insert("examples", example_row(example)))
 
     def examples(self, tenant: str, group_id: str) -> list[Example]:
         with self._conn() as c:
             rows = c.execute("SELECT * FROM examples WHERE tenant=%s AND group_id=%s ORDER BY created_at, seq",
                              (tenant, group_id)).fetchall()
-        return [Example(id=r["id"], tenant=r["tenant"], group_id=r["group_id"], question=r["question"],
-                        context=r["context"], program=r["program"], answer=json.loads(r["answer"]),
-                        variables=json.loads(r["variables"]),
-                        embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32),
-                        created_at=r["created_at"]) for r in rows]
+        return [to_example(r) for r in rows]
 
     def clear_examples(self, tenant: str, group_id: str) -> int:
         with self._tx() as c:
@@ -320,37 +247,20 @@ class PostgresStore:
         return json.loads(row["failure"]) if row and row["failure"] else None
 
     # -- entries --------------------------------------------------------------------------
-    @staticmethod
-    def _entry(row: dict[str, Any]) -> Entry:
-        return Entry(id=row["id"], tenant=row["tenant"], group_id=row["group_id"],
-                     template=[Variable(**v) for v in json.loads(row["template"])], program=row["program"],
-                     version=row["version"], status=row["status"], validation=json.loads(row["validation"]),
-                     rules=json.loads(row["rules"]), hits=row["hits"], failures=row["failures"],
-                     created_at=row["created_at"], updated_at=row["updated_at"],
-                     audits_agreed=row["audits_agreed"], audits_disagreed=row["audits_disagreed"])
-
     def put_entry(self, entry: Entry) -> Entry:
         """Insert ``entry`` as the group's newest version; an active one supersedes the previous.
 
         One transaction: other replicas see the old active entry or the new one, never both or neither."""
         now = time.time()
         with self._tx() as c:
-            c.execute("INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) ON CONFLICT (tenant, id) "
-                      "DO NOTHING", (entry.tenant, entry.group_id, now))
-            self._lock_group(c, entry.tenant, entry.group_id)
-            version = c.execute("SELECT COALESCE(MAX(version), 0) + 1 AS v FROM entries WHERE tenant=%s "
-                                "AND group_id=%s", (entry.tenant, entry.group_id)).fetchone()["v"]
+            self._lock_group(c, entry.tenant, entry.group_id, create_at=now)
+            version = _one(c, "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE tenant=%s AND group_id=%s",
+                           (entry.tenant, entry.group_id))
             if entry.status == "active":
                 c.execute("UPDATE entries SET status='superseded', updated_at=%s WHERE tenant=%s AND group_id=%s "
                           "AND status='active'", (now, entry.tenant, entry.group_id))
                 c.execute("UPDATE groups SET status='cached' WHERE tenant=%s AND id=%s", (entry.tenant, entry.group_id))
-            c.execute("INSERT INTO entries (tenant, id, group_id, version, status, template, program, program_hash, "
-                      "validation, rules, hits, failures, created_at, updated_at, audits_agreed, audits_disagreed) "
-                      "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                      (entry.tenant, entry.id, entry.group_id, version, entry.status,
-                       dumps([v.as_dict() for v in entry.template]), entry.program, entry.program_hash,
-                       dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
-                       float(entry.created_at), now, entry.audits_agreed, entry.audits_disagreed))
+            c.execute(*POSTGRES.insert("entries", {**entry_row(entry), "version": version, "updated_at": now}))
         entry.version, entry.updated_at = version, now
         return entry
 
@@ -362,9 +272,7 @@ class PostgresStore:
         try:
             with self._tx() as c:
                 for tenant, group_id in sorted({(e.tenant, e.group_id) for e in entries}):
-                    c.execute("INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) "
-                              "ON CONFLICT (tenant, id) DO NOTHING", (tenant, group_id, now))
-                    self._lock_group(c, tenant, group_id)
+                    self._lock_group(c, tenant, group_id, create_at=now)
                 for entry in entries:
                     self.put_entry(entry)
                 for example in examples:
@@ -376,20 +284,20 @@ class PostgresStore:
         with self._conn() as c:
             row = c.execute("SELECT * FROM entries WHERE tenant=%s AND group_id=%s AND status='active' "
                             "ORDER BY version DESC LIMIT 1", (tenant, group_id)).fetchone()
-        return self._entry(row) if row else None
+        return to_entry(row) if row else None
 
     def get_entry(self, tenant: str, entry_id: str) -> Entry | None:
         with self._conn() as c:
             row = c.execute("SELECT * FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
-        return self._entry(row) if row else None
+        return to_entry(row) if row else None
 
-    def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]:
+    def list_entries(self, tenant: str, status: EntryStatus | None = None) -> list[Entry]:
         sql, args = "SELECT * FROM entries WHERE tenant=%s", [tenant]
         if status:
             sql, args = sql + " AND status=%s", args + [status]
         with self._conn() as c:
             rows = c.execute(sql + " ORDER BY created_at, seq", args).fetchall()
-        return [self._entry(r) for r in rows]
+        return [to_entry(r) for r in rows]
 
     def record_hit(self, tenant: str, entry_id: str) -> None:
         with self._conn() as c:
@@ -409,14 +317,14 @@ class PostgresStore:
                             "RETURNING audits_agreed, audits_disagreed", (tenant, entry_id)).fetchone()
         return (row["audits_agreed"], row["audits_disagreed"]) if row else (0, 0)
 
-    def _reopen_if_no_active(self, c: psycopg.Connection, tenant: str, group_id: str) -> None:
-        active = c.execute("SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s "
-                           "AND status='active') AS a", (tenant, group_id)).fetchone()["a"]
+    def _reopen_if_no_active(self, c: Conn, tenant: str, group_id: str) -> None:
+        active = _one(c, "SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s AND status='active')",
+                      (tenant, group_id))
         if not active:
             c.execute("UPDATE groups SET status='open' WHERE tenant=%s AND id=%s AND status='cached'",
                       (tenant, group_id))
 
-    def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None:
+    def set_entry_status(self, tenant: str, entry_id: str, status: EntryStatus) -> None:
         with self._tx() as c:
             row = c.execute("SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
             if row is None:
@@ -460,22 +368,14 @@ class PostgresStore:
 
     # -- step records -----------------------------------------------------------------------
     def add_step_record(self, record: StepRecord) -> None:
-        blob = None if record.embedding is None else np.asarray(record.embedding, dtype=np.float32).tobytes()
         with self._conn() as c:
-            c.execute("INSERT INTO step_records (tenant, id, task, frame, request, steps, embedding, created_at) "
-                      "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)", (record.tenant, record.id, record.task, record.frame,
-                                                         record.request, json.dumps(record.steps), blob,
-                                                         float(record.created_at)))
+            c.execute(*POSTGRES.insert("step_records", step_record_row(record)))
 
     def step_records(self, tenant: str, task: str) -> list[StepRecord]:
         with self._conn() as c:
             rows = c.execute("SELECT * FROM step_records WHERE tenant=%s AND task=%s ORDER BY created_at, seq",
                              (tenant, task)).fetchall()
-        return [StepRecord(id=r["id"], tenant=r["tenant"], task=r["task"], frame=r["frame"], request=r["request"],
-                           steps=json.loads(r["steps"]), created_at=r["created_at"],
-                           embedding=None if r["embedding"] is None
-                           else np.frombuffer(bytes(r["embedding"]), dtype=np.float32))
-                for r in rows]
+        return [to_step_record(r) for r in rows]
 
     # -- counters -------------------------------------------------------------------------
     def bump(self, tenant: str, counter: str, n: int = 1) -> None:

@@ -11,73 +11,19 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
-from ..errors import MiniCacheError
-from .base import Entry, Example, Group, RoutingRow, StepRecord, Variable, dumps, stack_embeddings
+from ..errors import StoreBusy, StoreError
+from .base import Entry, EntryStatus, Example, Group, RoutingRow, StepRecord, dumps, stack_embeddings
+from .rows import entry_row, example_row, step_record_row, to_entry, to_example, to_group, to_step_record
+from .schema import SQLITE, upgrade
 
-MIGRATIONS: list[str] = [
-    # 1: the initial schema
-    """
-    CREATE TABLE groups (
-        tenant TEXT NOT NULL, id TEXT NOT NULL, label TEXT, status TEXT NOT NULL DEFAULT 'open',
-        build_failures INTEGER NOT NULL DEFAULT 0, uncacheable_until REAL NOT NULL DEFAULT 0,
-        created_at REAL NOT NULL, PRIMARY KEY (tenant, id));
-    CREATE TABLE examples (
-        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, question TEXT NOT NULL,
-        context TEXT, program TEXT NOT NULL, answer TEXT NOT NULL, variables TEXT NOT NULL,
-        embedding BLOB, created_at REAL NOT NULL, PRIMARY KEY (tenant, id));
-    CREATE INDEX examples_group ON examples (tenant, group_id);
-    CREATE TABLE entries (
-        tenant TEXT NOT NULL, id TEXT NOT NULL, group_id TEXT NOT NULL, version INTEGER NOT NULL,
-        status TEXT NOT NULL, template TEXT NOT NULL, program TEXT NOT NULL, program_hash TEXT NOT NULL,
-        validation TEXT NOT NULL, rules TEXT NOT NULL DEFAULT '{}', hits INTEGER NOT NULL DEFAULT 0,
-        failures INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL,
-        PRIMARY KEY (tenant, id));
-    CREATE INDEX entries_group ON entries (tenant, group_id, status);
-    CREATE TABLE counters (tenant TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL,
-        PRIMARY KEY (tenant, name));
-    """,
-    # 2: build leases, so that replicas sharing a store never build one group twice at once
-    """
-    CREATE TABLE build_leases (tenant TEXT NOT NULL, group_id TEXT NOT NULL, owner TEXT NOT NULL,
-        expires_at REAL NOT NULL, PRIMARY KEY (tenant, group_id));
-    """,
-    # 3: StepCache's verified structured outputs
-    """
-    CREATE TABLE step_records (tenant TEXT NOT NULL, id TEXT NOT NULL, task TEXT NOT NULL, frame TEXT NOT NULL,
-        request TEXT NOT NULL, steps TEXT NOT NULL, embedding BLOB, created_at REAL NOT NULL,
-        PRIMARY KEY (tenant, id));
-    CREATE INDEX step_records_task ON step_records (tenant, task);
-    """,
-    # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
-    """
-    ALTER TABLE entries ADD COLUMN audits_agreed INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE entries ADD COLUMN audits_disagreed INTEGER NOT NULL DEFAULT 0;
-    """,
-    # 5: a commit-ordered example sequence (replicas' routing indexes read only what is new) and
-    # why each group's last build failed or its entry was evicted (minicache.admission)
-    """
-    CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-    ALTER TABLE examples ADD COLUMN seq INTEGER;
-    UPDATE examples SET seq = rowid;
-    INSERT INTO sequences (name, value) SELECT 'examples', COALESCE(MAX(rowid), 0) FROM examples;
-    CREATE INDEX examples_seq ON examples (tenant, seq);
-    ALTER TABLE groups ADD COLUMN failure TEXT;
-    """,
-]
-
-
-class StoreError(MiniCacheError):
-    """The store could not be opened or is from a newer MiniCache."""
-
-
-class StoreBusy(StoreError):
-    """Another writer held the database's write lock for longer than the busy timeout (retry later)."""
+__all__ = ["SQLiteStore", "StoreBusy", "StoreError"]  # the errors live in minicache.errors
 
 
 class SQLiteStore:
@@ -167,34 +113,21 @@ class SQLiteStore:
     def _migrate(self) -> None:
         with self._tx() as c:
             c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = c.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
-            current = row["v"] or 0
-            if current > len(MIGRATIONS):
-                raise StoreError(f"{self.path} has schema version {current}; this MiniCache knows "
-                                 f"up to {len(MIGRATIONS)}. Upgrade MiniCache.")
-            for version in range(current + 1, len(MIGRATIONS) + 1):
-                for statement in MIGRATIONS[version - 1].split(";"):
-                    if statement.strip():
-                        c.execute(statement)
-                c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+            current = c.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()["v"] or 0
+            upgrade(c.execute, current, SQLITE, self.path)
 
     def schema_version(self) -> int:
         return self._conn().execute("SELECT MAX(version) AS v FROM schema_version").fetchone()["v"]
 
     # -- groups -----------------------------------------------------------------------------
-    @staticmethod
-    def _group(row: sqlite3.Row, n_examples: int = 0) -> Group:
-        return Group(id=row["id"], tenant=row["tenant"], label=row["label"], status=row["status"],
-                     build_failures=row["build_failures"], uncacheable_until=row["uncacheable_until"],
-                     created_at=row["created_at"], n_examples=n_examples)
-
     def _count_examples(self, c: sqlite3.Connection, tenant: str, group_id: str) -> int:
-        return c.execute("SELECT COUNT(*) FROM examples WHERE tenant=? AND group_id=?", (tenant, group_id)).fetchone()[0]
+        return c.execute("SELECT COUNT(*) FROM examples WHERE tenant=? AND group_id=?",
+                         (tenant, group_id)).fetchone()[0]
 
     def get_group(self, tenant: str, group_id: str) -> Group | None:
         c = self._conn()
         row = c.execute("SELECT * FROM groups WHERE tenant=? AND id=?", (tenant, group_id)).fetchone()
-        return self._group(row, self._count_examples(c, tenant, group_id)) if row else None
+        return to_group(row, self._count_examples(c, tenant, group_id)) if row else None
 
     def ensure_group(self, tenant: str, group_id: str, label: str | None = None) -> Group:
         with self._tx() as c:
@@ -208,7 +141,7 @@ class SQLiteStore:
         c = self._conn()
         rows = c.execute("SELECT g.*, (SELECT COUNT(*) FROM examples e WHERE e.tenant=g.tenant AND "
                          "e.group_id=g.id) AS n FROM groups g WHERE tenant=? ORDER BY created_at", (tenant,)).fetchall()
-        return [self._group(r, r["n"]) for r in rows]
+        return [to_group(r, r["n"]) for r in rows]
 
     def update_group(self, group: Group) -> None:
         with self._tx() as c:
@@ -225,24 +158,15 @@ class SQLiteStore:
 
     # -- examples -------------------------------------------------------------------------
     def add_example(self, example: Example) -> None:
-        blob = None if example.embedding is None else np.asarray(example.embedding, dtype=np.float32).tobytes()
         with self._tx() as c:
             # Writers are serialized (BEGIN IMMEDIATE), so seq order is commit order.
             seq = c.execute("UPDATE sequences SET value=value+1 WHERE name='examples' RETURNING value").fetchone()[0]
-            c.execute("INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
-                      "embedding, created_at, seq) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                      (example.tenant, example.id, example.group_id, example.question, example.context,
-                       example.program, dumps(example.answer), dumps(example.variables), blob, example.created_at,
-                       seq))
+            c.execute(*SQLITE.insert("examples", {**example_row(example), "seq": seq}))
 
     def examples(self, tenant: str, group_id: str) -> list[Example]:
         rows = self._conn().execute("SELECT * FROM examples WHERE tenant=? AND group_id=? ORDER BY created_at, rowid",
                                     (tenant, group_id)).fetchall()
-        return [Example(id=r["id"], tenant=r["tenant"], group_id=r["group_id"], question=r["question"],
-                        context=r["context"], program=r["program"], answer=json.loads(r["answer"]),
-                        variables=json.loads(r["variables"]),
-                        embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32),
-                        created_at=r["created_at"]) for r in rows]
+        return [to_example(r) for r in rows]
 
     def clear_examples(self, tenant: str, group_id: str) -> int:
         with self._tx() as c:
@@ -258,7 +182,8 @@ class SQLiteStore:
     def examples_since(self, tenant: str, cursor: int, limit: int = 10_000) -> list[RoutingRow]:
         """Examples with an embedding and ``seq > cursor``, oldest first (an indexed range scan)."""
         rows = self._conn().execute("SELECT seq, id, group_id, embedding FROM examples WHERE tenant=? AND seq>? "
-                                    "AND embedding IS NOT NULL ORDER BY seq LIMIT ?", (tenant, cursor, limit)).fetchall()
+                                    "AND embedding IS NOT NULL ORDER BY seq LIMIT ?",
+                                    (tenant, cursor, limit)).fetchall()
         return [RoutingRow(r["seq"], r["id"], r["group_id"], r["embedding"]) for r in rows]
 
     def set_group_failure(self, tenant: str, group_id: str, failure: dict[str, Any] | None) -> None:
@@ -271,15 +196,6 @@ class SQLiteStore:
         return json.loads(row["failure"]) if row and row["failure"] else None
 
     # -- entries --------------------------------------------------------------------------
-    @staticmethod
-    def _entry(row: sqlite3.Row) -> Entry:
-        return Entry(id=row["id"], tenant=row["tenant"], group_id=row["group_id"],
-                     template=[Variable(**v) for v in json.loads(row["template"])], program=row["program"],
-                     version=row["version"], status=row["status"], validation=json.loads(row["validation"]),
-                     rules=json.loads(row["rules"]), hits=row["hits"], failures=row["failures"],
-                     created_at=row["created_at"], updated_at=row["updated_at"],
-                     audits_agreed=row["audits_agreed"], audits_disagreed=row["audits_disagreed"])
-
     def put_entry(self, entry: Entry) -> Entry:
         """Insert ``entry`` as the group's newest version; an active one supersedes the previous."""
         now = time.time()
@@ -292,14 +208,8 @@ class SQLiteStore:
                 c.execute("UPDATE entries SET status='superseded', updated_at=? WHERE tenant=? AND group_id=? "
                           "AND status='active'", (now, entry.tenant, entry.group_id))
                 c.execute("UPDATE groups SET status='cached' WHERE tenant=? AND id=?", (entry.tenant, entry.group_id))
-            entry.version, entry.updated_at = version, now
-            c.execute("INSERT INTO entries (tenant, id, group_id, version, status, template, program, program_hash, "
-                      "validation, rules, hits, failures, created_at, updated_at, audits_agreed, audits_disagreed) "
-                      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                      (entry.tenant, entry.id, entry.group_id, version, entry.status,
-                       dumps([v.as_dict() for v in entry.template]), entry.program, entry.program_hash,
-                       dumps(entry.validation), dumps(entry.rules), entry.hits, entry.failures,
-                       entry.created_at, now, entry.audits_agreed, entry.audits_disagreed))
+            c.execute(*SQLITE.insert("entries", {**entry_row(entry), "version": version, "updated_at": now}))
+        entry.version, entry.updated_at = version, now
         return entry
 
     def import_entries(self, entries: list[Entry], examples: list[Example]) -> None:
@@ -317,17 +227,17 @@ class SQLiteStore:
     def active_entry(self, tenant: str, group_id: str) -> Entry | None:
         row = self._conn().execute("SELECT * FROM entries WHERE tenant=? AND group_id=? AND status='active' "
                                    "ORDER BY version DESC LIMIT 1", (tenant, group_id)).fetchone()
-        return self._entry(row) if row else None
+        return to_entry(row) if row else None
 
     def get_entry(self, tenant: str, entry_id: str) -> Entry | None:
         row = self._conn().execute("SELECT * FROM entries WHERE tenant=? AND id=?", (tenant, entry_id)).fetchone()
-        return self._entry(row) if row else None
+        return to_entry(row) if row else None
 
-    def list_entries(self, tenant: str, status: str | None = None) -> list[Entry]:
+    def list_entries(self, tenant: str, status: EntryStatus | None = None) -> list[Entry]:
         sql, args = "SELECT * FROM entries WHERE tenant=?", [tenant]
         if status:
             sql, args = sql + " AND status=?", args + [status]
-        return [self._entry(r) for r in self._conn().execute(sql + " ORDER BY created_at", args).fetchall()]
+        return [to_entry(r) for r in self._conn().execute(sql + " ORDER BY created_at", args).fetchall()]
 
     def record_hit(self, tenant: str, entry_id: str) -> None:
         with self._tx() as c:
@@ -349,7 +259,7 @@ class SQLiteStore:
                             (tenant, entry_id)).fetchone()
         return (row[0], row[1]) if row else (0, 0)
 
-    def set_entry_status(self, tenant: str, entry_id: str, status: str) -> None:
+    def set_entry_status(self, tenant: str, entry_id: str, status: EntryStatus) -> None:
         with self._tx() as c:
             c.execute("UPDATE entries SET status=?, updated_at=? WHERE tenant=? AND id=?",
                       (status, time.time(), tenant, entry_id))
@@ -371,7 +281,8 @@ class SQLiteStore:
             active = c.execute("SELECT COUNT(*) FROM entries WHERE tenant=? AND group_id=? AND status='active'",
                                (tenant, row[0])).fetchone()[0]
             if not active:
-                c.execute("UPDATE groups SET status='open' WHERE tenant=? AND id=? AND status='cached'", (tenant, row[0]))
+                c.execute("UPDATE groups SET status='open' WHERE tenant=? AND id=? AND status='cached'",
+                          (tenant, row[0]))
         return True
 
     # -- build leases ---------------------------------------------------------------------
@@ -380,10 +291,12 @@ class SQLiteStore:
         now = time.time()
         with self._tx() as c:
             c.execute("INSERT INTO build_leases (tenant, group_id, owner, expires_at) VALUES (?,?,?,?) "
-                      "ON CONFLICT (tenant, group_id) DO UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at "
+                      "ON CONFLICT (tenant, group_id) DO UPDATE SET owner=excluded.owner, "
+                      "expires_at=excluded.expires_at "
                       "WHERE build_leases.expires_at < ? OR build_leases.owner = excluded.owner",
                       (tenant, group_id, owner, now + ttl_s, now))
-            row = c.execute("SELECT owner FROM build_leases WHERE tenant=? AND group_id=?", (tenant, group_id)).fetchone()
+            row = c.execute("SELECT owner FROM build_leases WHERE tenant=? AND group_id=?",
+                            (tenant, group_id)).fetchone()
         return row is not None and row["owner"] == owner
 
     def release_build_lease(self, tenant: str, group_id: str, owner: str) -> None:
@@ -392,19 +305,13 @@ class SQLiteStore:
 
     # -- step records -----------------------------------------------------------------------
     def add_step_record(self, record: StepRecord) -> None:
-        blob = None if record.embedding is None else np.asarray(record.embedding, dtype=np.float32).tobytes()
         with self._tx() as c:
-            c.execute("INSERT INTO step_records (tenant, id, task, frame, request, steps, embedding, created_at) "
-                      "VALUES (?,?,?,?,?,?,?,?)", (record.tenant, record.id, record.task, record.frame, record.request,
-                                                 json.dumps(record.steps), blob, record.created_at))
+            c.execute(*SQLITE.insert("step_records", step_record_row(record)))
 
     def step_records(self, tenant: str, task: str) -> list[StepRecord]:
         rows = self._conn().execute("SELECT * FROM step_records WHERE tenant=? AND task=? ORDER BY created_at, rowid",
                                     (tenant, task)).fetchall()
-        return [StepRecord(id=r["id"], tenant=r["tenant"], task=r["task"], frame=r["frame"], request=r["request"],
-                           steps=json.loads(r["steps"]), created_at=r["created_at"],
-                           embedding=None if r["embedding"] is None else np.frombuffer(r["embedding"], dtype=np.float32))
-                for r in rows]
+        return [to_step_record(r) for r in rows]
 
     # -- counters -------------------------------------------------------------------------
     def bump(self, tenant: str, counter: str, n: int = 1) -> None:
