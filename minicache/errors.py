@@ -141,11 +141,3 @@ class StoreError(MiniCacheError):
 
 class StoreBusy(StoreError):
     """Another writer held the database's write lock for longer than the busy timeout (retry later)."""
-
-
-class StoreError(MiniCacheError):
-    """The store could not be opened, is from a newer MiniCache, or refused a write (nothing written)."""
-
-
-class StoreBusy(StoreError):
-    """Another writer held the database's write lock for longer than the busy timeout (retry later)."""
