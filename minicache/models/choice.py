@@ -59,6 +59,16 @@ def object_fields(schema: Any) -> list[Field] | None:
 
 
 @dataclass
+class _Progress:
+    """What one decode has done so far: tokens waiting for the next forward pass, and counts."""
+
+    queue: list[int]
+    evals: int = 0
+    first: float = 0.0  # seconds of the first forward pass (it carries the prompt)
+    out: int = 0  # tokens decoded
+
+
+@dataclass
 class Decoded:
     text: str
     values: dict[str, Any]
@@ -94,20 +104,20 @@ def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
     ``token_bytes(id)`` is a token's text (needed only for text fields).
     """
     began = time.perf_counter()
-    state = {"queue": list(pending), "evals": 0, "first": 0.0, "out": 0}
+    state = _Progress(list(pending))
 
     def logits() -> np.ndarray:
         t = time.perf_counter()
-        result = eval_tokens(state["queue"])
-        if state["evals"] == 0:
-            state["first"] = time.perf_counter() - t
-        state["evals"] += 1
-        state["queue"] = []
+        result = eval_tokens(state.queue)
+        if state.evals == 0:
+            state.first = time.perf_counter() - t
+        state.evals += 1
+        state.queue = []
         return result
 
     def push(tokens: list[int]) -> None:
-        state["queue"] += tokens
-        state["out"] += len(tokens)
+        state.queue += tokens
+        state.out += len(tokens)
 
     values: dict[str, Any] = {}
     margins: dict[str, float] = {}
@@ -127,7 +137,7 @@ def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
         values[spec.key] = spec.allowed[index]
         if margin is not None:
             margins[spec.key] = margin
-    return Decoded(json.dumps(values), values, state["out"], state["evals"], state["first"],
+    return Decoded(json.dumps(values), values, state.out, state.evals, state.first,
                    time.perf_counter() - began, margins)
 
 

@@ -69,7 +69,7 @@ def fix_schema_patterns(schema: Any) -> Any:
     return schema
 
 
-def _make_llama_class(llama_cpp):
+def _make_llama_class(llama_cpp: Any) -> type:
     class _TimedLlama(llama_cpp.Llama):
         """``Llama`` whose ``eval`` records its batches and asks for logits only where needed.
 

@@ -100,8 +100,8 @@ class ServerMetrics:
     def solved(self, endpoint: str, tenant: str, result: SolveResult) -> None:
         """Record a served request (called from the worker thread, so the estimate may read the store)."""
         self.requests.labels(endpoint, tenant, result.route).inc()
-        for key, seconds in result.timings.items():
-            self.stage.labels(key.removesuffix("_s"), result.route).observe(seconds)
+        for stage, seconds in result.timings.items():
+            self.stage.labels(stage.removesuffix("_s"), result.route).observe(seconds)
         target = int(result.tokens.get("target", 0))
         self.target_tokens.labels(tenant).inc(target)
         self.small_tokens.labels(tenant).inc(int(result.tokens.get("small", 0)))

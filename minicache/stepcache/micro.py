@@ -102,14 +102,14 @@ BASE_FORMS = [("{a}{v} + {b} = {c}", _f1), ("{a}{v} - {b} = {c}", _f2), ("{a}{v}
 
 # Forms no base prompt has: the semantic changes ("another operation").
 CHANGED_FORMS = [
-    ("{a}{v} + {b}{v} = {c}", lambda r: (lambda s, a, b: dict(a=a, b=b, c=(a + b) * s, s=s))(r.randint(2, 9), *_ints(r, 2))),
+    ("{a}{v} + {b}{v} = {c}", lambda r: (lambda s, a, b: dict(a=a, b=b, c=(a + b) * s, s=s))(r.randint(2, 9), r.randint(2, 9), r.randint(2, 9))),
     ("({v} + {b})/{a} = {c}", lambda r: (lambda a, b, c: dict(a=a, b=b, c=c, s=a * c - b))(r.randint(2, 5), r.randint(1, 5), r.randint(3, 9))),
     ("{a}{v} - {b}{v} = {c}", lambda r: (lambda s, b: (lambda a: dict(a=a, b=b, c=(a - b) * s, s=s))(b + r.randint(1, 5)))(r.randint(2, 9), r.randint(2, 6))),
     ("{v}/{a} - {b} = {c}", lambda r: (lambda a, b, c: dict(a=a, b=b, c=c, s=a * (b + c)))(r.randint(2, 5), r.randint(1, 9), r.randint(1, 9))),
     ("{a}{v} + {b} = {c} + {d}", lambda r: (lambda s, a, b, c: dict(a=a, b=b, c=c, d=a * s + b - c, s=s) if a * s + b - c > 0 else dict(a=a, b=b, c=1, d=a * s + b - 1, s=s))(r.randint(2, 9), r.randint(2, 7), r.randint(2, 9), r.randint(2, 9))),
     ("{b} = {a}{v} - {c}", lambda r: (lambda s, a, c: dict(a=a, b=a * s - c, c=c, s=s))(r.randint(3, 9), r.randint(2, 7), r.randint(1, 5))),
     ("{a}({v} - {b}) + {c} = {d}", lambda r: (lambda s, a, b, c: dict(a=a, b=b, c=c, d=a * (s - b) + c, s=s))(r.randint(6, 12), r.randint(2, 5), r.randint(1, 5), r.randint(2, 9))),
-    ("{a}{v} + {b} + {c} = {d}", lambda r: (lambda s, a, b, c: dict(a=a, b=b, c=c, d=a * s + b + c, s=s))(r.randint(2, 9), *_ints(r, 3))),
+    ("{a}{v} + {b} + {c} = {d}", lambda r: (lambda s, a, b, c: dict(a=a, b=b, c=c, d=a * s + b + c, s=s))(r.randint(2, 9), r.randint(2, 9), r.randint(2, 9), r.randint(2, 9))),
     ("{a}{v} = {b} + {c}", lambda r: (lambda s, a, b: dict(a=a, b=b, c=a * s - b, s=s))(r.randint(3, 9), r.randint(2, 7), r.randint(1, 5))),
     ("{a}({v} + {b}) = {c}({v} + {d})", lambda r: (lambda s, c, b: (lambda a: dict(a=a, b=b, c=c, d=(a * (s + b)) // c - s, s=s) if (a * (s + b)) % c == 0 and (a * (s + b)) // c - s > 0 else dict(a=2 * c, b=b, c=c, d=2 * (s + b) - s, s=s))(c + r.randint(1, 3)))(r.randint(2, 9), r.randint(2, 4), r.randint(1, 6))),
     ("{v} - {b} = {c}/{a}", lambda r: (lambda a, b, q: dict(a=a, b=b, c=a * q, s=b + q))(r.randint(2, 6), r.randint(1, 9), r.randint(2, 9))),
@@ -366,8 +366,8 @@ def check_output(task: str, text: str, question: str, gold: Any) -> tuple[bool, 
         return False, "not a JSON object"
     if set(obj) != set(gold):
         return False, f"keys {sorted(obj)} != {sorted(gold)}"
-    req = jsontask.parse_request(question)
-    types = dict(req.fields) if req else {}
+    json_req = jsontask.parse_request(question)
+    types = dict(json_req.fields) if json_req else {}
     for key, want in gold.items():
         got = obj[key]
         if types and not jsontask._type_ok(got, types[key]):

@@ -103,9 +103,9 @@ class Tracker:
             fresh = self.engine.events[self._seen_events:]
             self._seen_events += len(fresh)
         for raw in fresh:  # tenant look-ups read the store: outside the lock
-            tenant = self._owner(raw, tenants)
+            owner = self._owner(raw, tenants)
             with self._lock:
-                self._push(now, *_describe(raw, tenant))
+                self._push(now, *_describe(raw, owner))
 
     def _push(self, now: float, kind: str, tenant: str | None, group: str | None = None,
               entry: str | None = None, detail: str = "") -> None:
