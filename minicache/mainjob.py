@@ -12,7 +12,8 @@ import statistics
 import sys
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .datasets import Request, formula
 from .engine import MiniCache, SolveError
@@ -45,6 +46,7 @@ def serve_and_show(mc: MiniCache, stream: list[Request], echo: Callable[[str], N
     bar = tqdm(stream, desc="requests", unit="req", file=sys.stderr, disable=not progress)
     for req in bar:
         t = time.perf_counter()
+        route: str
         try:
             result = mc.solve(req.question, req.context)
             route, answer = result.route, result.answer
@@ -63,8 +65,8 @@ def serve_and_show(mc: MiniCache, stream: list[Request], echo: Callable[[str], N
             mc.wait_for_builds()
         for event in mc.events[seen_events:]:
             if event["event"] == "build":
-                what = f"entry {event.get('entry')} from {event.get('source')}, {event.get('rules', 0)} rules" if event["ok"] \
-                    else f"failed after {event['attempts']} attempts"
+                what = (f"entry {event.get('entry')} from {event.get('source')}, {event.get('rules', 0)} rules"
+                        if event["ok"] else f"failed after {event['attempts']} attempts")
                 bar.write(f"  [build] group {event['group']}: {what}", file=sys.stderr)
             else:
                 bar.write(f"  [{event['event']}] group {event['group']}", file=sys.stderr)
@@ -99,7 +101,9 @@ def format_summary(s: dict[str, Any]) -> str:
     return "\n".join([
         f"requests {s['requests']}: {s['hits']} hits, {s['misses']} misses, {s['fallbacks']} fallbacks, "
         f"{s['errors']} errors  (hit rate {s['hit_rate']:.0%}; {s['rule_hits']} hits served by learned rules)",
-        f"accuracy vs gold: {s['accuracy']:.0%} overall, {s['hit_accuracy']:.0%} of hits, {s['miss_accuracy']:.0%} of misses",
-        f"mean latency: {s['mean_latency_s']:.2f}s overall, hits {s['hit_latency_s']:.2f}s (p50 {s['hit_p50_s']:.2f}s), "
+        f"accuracy vs gold: {s['accuracy']:.0%} overall, {s['hit_accuracy']:.0%} of hits, "
+        f"{s['miss_accuracy']:.0%} of misses",
+        f"mean latency: {s['mean_latency_s']:.2f}s overall, hits {s['hit_latency_s']:.2f}s "
+        f"(p50 {s['hit_p50_s']:.2f}s), "
         f"misses {s['miss_latency_s']:.2f}s",
     ])

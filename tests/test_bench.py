@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
-from minicache.bench import run_benchmark
+from minicache.bench import regenerate_report, run_benchmark
 from minicache.bench.data import BenchRequest, action_matches, load_jsonl, pad_context, select, webshop_gold
-from minicache.bench.methods import GENCACHE_SYSTEM, GenCacheLike, PoT
+from minicache.bench.methods import GENCACHE_SYSTEM, METHOD_NAMES, METHODS, GenCacheLike, PoT, build_method, canonical
+from minicache.bench.regenerate import main as regenerate_main
 from minicache.bench.runner import group_purity, percentile, route_breakdown, same_requests, summarize
+from minicache.bench.stats import SEED, compare, compare_all, mcnemar_exact_p
 from minicache.sandbox import SandboxPool
 from minicache.synthesis import answers_match
 from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
@@ -78,7 +81,8 @@ def test_group_purity_counts_requests_outside_their_groups_majority():
 
 
 def test_webshop_matcher_needs_exact_price_and_half_the_keywords():
-    gold = webshop_gold("i need a long clip-in hair extension which is natural looking, and price lower than 40.00 dollars")
+    gold = webshop_gold("i need a long clip-in hair extension which is natural looking, and price lower than "
+                        "40.00 dollars")
     assert gold["max_price"] == 40.0 and "clip-in" in gold["keywords"] and "price" not in gold["keywords"]
     assert action_matches({"keywords": "long clip-in hair extension natural looking", "max_price": "40"}, gold)
     assert action_matches('Search({"keywords": "clip-in hair extension natural", "max_price": 40})', gold)
@@ -90,9 +94,11 @@ def test_webshop_matcher_needs_exact_price_and_half_the_keywords():
 def _dataset(tmp_path):
     lines = []
     for i, v in enumerate(CR_VALUES[:6]):
-        lines.append({"id": f"cr{i}", "question": CURRENT_RATIO.ask(*v), "answer": CURRENT_RATIO.answer(*v), "group": "cr"})
+        lines.append({"id": f"cr{i}", "question": CURRENT_RATIO.ask(*v), "answer": CURRENT_RATIO.answer(*v),
+                      "group": "cr"})
     for i, v in enumerate(SI_VALUES[:5]):
-        lines.append({"id": f"si{i}", "question": SIMPLE_INTEREST.ask(*v), "answer": SIMPLE_INTEREST.answer(*v), "group": "si"})
+        lines.append({"id": f"si{i}", "question": SIMPLE_INTEREST.ask(*v), "answer": SIMPLE_INTEREST.answer(*v),
+                      "group": "si"})
     lines.append({"id": "dup", "question": CURRENT_RATIO.ask(*CR_VALUES[0]), "answer": 1.5, "group": "cr"})
     path = tmp_path / "known.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
@@ -125,7 +131,7 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
         calls = len(target.calls)
         again = run_benchmark(**dict(kwargs, concurrency=[]))
     methods = results["methods"]
-    assert set(methods) == {"pot", "exact", "gptcache", "minicache"}
+    assert set(methods) == {"pot", "exact", "gptcache-like", "minicache"}  # asked for by its old name
     for m in methods.values():
         assert m["n"] == 12
         assert set(m) >= {"n", "accuracy", "hit_rate", "wrong_hit_rate", "latency_s", "hit_latency_s", "tokens"}
@@ -136,11 +142,20 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     assert methods["minicache"]["routing"]["purity"] == 1.0
     assert set(methods["pot"]["throughput_rps"]) == {"1", "2"}
     lines = (out / "requests.jsonl").read_text().splitlines()
-    assert sum(json.loads(x)["method"] in {"pot", "exact", "gptcache", "minicache"} for x in lines) == 48
+    assert sum(json.loads(x)["method"] in {"pot", "exact", "gptcache-like", "minicache"} for x in lines) == 48
     report = (out / "report.md").read_text()
     assert report.count("| pot |") == 3  # main table, throughput table, same-requests table
     assert "| exact | 12 | 100.0% | 100.0% |" in report
     assert "## Where minicache's time and errors go" in report and "| hit (rule) |" in report
+    # Each method against pot with how sure the difference is, the same in results.json and report.md.
+    assert set(results["paired"]["methods"]) == {"exact", "gptcache-like", "minicache"}
+    for c in results["paired"]["methods"].values():
+        lo, hi = c["accuracy_diff_ci95"]
+        assert c["n"] == 12 and lo <= c["accuracy_diff"] <= hi
+        assert c["latency_ratio_ci95"][0] <= c["latency_ratio"] <= c["latency_ratio_ci95"][1]
+    assert json.loads((out / "results.json").read_text())["paired"] == results["paired"]
+    assert "| difference [95% CI] | McNemar p |" in report and "| exact | 12 | 100.0% | 100.0% | +0.0 pts" in report
+    assert "minicache builds: inline" in report
     for png in ("latency_cdf.png", "cold_start.png", "throughput.png", "accuracy_latency.png"):
         assert (out / png).stat().st_size > 1000
     # The rerun read every request back instead of asking the models again.
@@ -250,7 +265,7 @@ def test_gencache_builds_at_nu_examples_and_then_answers_by_regex_without_the_ta
     assert routes == ["miss"] * 4 + ["hit"] * 4  # nu = 4 examples, then the accepted entry serves
     assert outcomes[3].detail["build"] == {"passed": 4, "of": 4, "accepted": True, "error": None}
     assert target.build_calls == 1 and target.miss_calls == 4
-    for o, r in zip(outcomes, _gencache_stream()):
+    for o, r in zip(outcomes, _gencache_stream(), strict=True):
         assert answers_match(o.answer, r.answer)
 
 
@@ -263,3 +278,151 @@ def test_gencache_records_a_rejected_build_and_stops_after_its_attempts():
     builds = [o.detail["build"] for o in outcomes if o.detail.get("build")]
     assert builds == [{"passed": 0, "of": 4, "accepted": False, "error": None}] * 2  # attempts = 2
     assert target.build_calls == 2
+
+
+# -- how sure a difference is (minicache/bench/stats.py) ------------------------------------------
+
+def paired_rows(correct, latency, ids=None, seed=None):
+    ids = ids or range(len(correct))
+    return [{"id": i, "correct": c, "latency_s": t, "route": "miss", "tokens": {"target": 0, "small": 0},
+             **({"seed": seed} if seed is not None else {})} for i, c, t in zip(ids, correct, latency, strict=True)]
+
+
+def test_identical_rows_give_a_zero_difference_a_degenerate_interval_and_p_one():
+    rng = random.Random(5)
+    rows = paired_rows([rng.random() < 0.6 for _ in range(50)], [rng.uniform(1, 9) for _ in range(50)])
+    c = compare(rows, [dict(r) for r in rows], resamples=500)
+    assert c["n"] == 50 and c["accuracy_diff"] == 0.0 and c["accuracy_diff_ci95"] == [0.0, 0.0]
+    assert c["discordant"] == {"method_only": 0, "ref_only": 0} and c["mcnemar_p"] == 1.0
+    assert c["latency_ratio"] == pytest.approx(1.0) and c["latency_ratio_ci95"] == pytest.approx([1.0, 1.0])
+
+
+def test_a_constant_2x_latency_gives_a_speedup_interval_of_exactly_2():
+    rng = random.Random(6)
+    ref = paired_rows([True] * 40, [rng.uniform(2, 30) for _ in range(40)])
+    fast = paired_rows([True] * 40, [r["latency_s"] / 2 for r in ref])
+    c = compare(fast, ref, resamples=500)
+    assert c["latency_ratio"] == pytest.approx(2.0)
+    assert c["latency_ratio_ci95"] == pytest.approx([2.0, 2.0])
+
+
+def test_mcnemar_exact_p_on_known_discordant_counts():
+    assert mcnemar_exact_p(0, 0) == 1.0
+    assert mcnemar_exact_p(0, 6) == pytest.approx(2 / 64)  # all six disagreements one way
+    assert mcnemar_exact_p(5, 1) == pytest.approx(2 * 7 / 64)  # P(X <= 1) for Binomial(6, 1/2), doubled
+    assert mcnemar_exact_p(3, 3) == 1.0
+
+
+def test_a_real_gap_is_separated_a_small_one_is_not_and_the_same_rows_give_the_same_interval():
+    ref = paired_rows([i % 2 == 0 for i in range(200)], [10.0] * 200)
+    # The method is right on 30 requests the reference got wrong, wrong on none it got right.
+    better = paired_rows([i % 2 == 0 or i < 60 for i in range(200)], [5.0 + (i % 7) for i in range(200)])
+    c = compare(better, ref, resamples=2000)
+    assert c["accuracy_diff"] == pytest.approx(0.15) and c["discordant"] == {"method_only": 30, "ref_only": 0}
+    lo, hi = c["accuracy_diff_ci95"]
+    assert 0 < lo < 0.15 < hi and c["mcnemar_p"] < 1e-8
+    assert c == compare(better, ref, resamples=2000)  # fixed seed: reports are reproducible
+    # One request of 200 apart (0.5 points): the interval holds 0 and McNemar says so too.
+    close = paired_rows([r["correct"] or r["id"] == 1 for r in ref], [10.0] * 200)
+    c = compare(close, ref, resamples=2000)
+    assert c["accuracy_diff_ci95"][0] <= 0 <= c["accuracy_diff_ci95"][1] and c["mcnemar_p"] == 1.0
+
+
+def test_pooled_rows_are_paired_by_seed_and_request_not_by_id_alone():
+    ref = paired_rows([True, False], [4.0, 4.0], ids=["a", "a"])
+    ref[0]["seed"], ref[1]["seed"] = 1, 2
+    rows = paired_rows([True, True], [2.0, 1.0], ids=["a", "a"])
+    rows[0]["seed"], rows[1]["seed"] = 1, 2
+    c = compare(rows, ref, resamples=200)
+    assert c["n"] == 2 and c["discordant"] == {"method_only": 1, "ref_only": 0}
+    assert c["latency_ratio"] == pytest.approx(8.0 / 3.0)
+
+
+def test_compare_all_covers_every_method_but_the_reference():
+    ref = paired_rows([True] * 5, [2.0] * 5)
+    block = compare_all({"pot": ref, "minicache": paired_rows([True] * 5, [1.0] * 5), "empty": []}, "pot",
+                        resamples=100)
+    assert block["reference"] == "pot" and set(block["methods"]) == {"minicache"}
+    assert block["methods"]["minicache"]["latency_ratio"] == pytest.approx(2.0)
+    assert compare_all({"minicache": ref}, None) is None
+
+
+# -- method names, and reports regenerated from committed rows ------------------------------------
+
+def test_the_reimplemented_baselines_are_named_for_what_they_are_and_the_old_names_still_work():
+    assert canonical("gptcache") == "gptcache-like" and canonical("gencache") == "gencache-like"
+    assert canonical("pot@pad512") == "pot@pad512"
+    assert {"gptcache", "gencache", "gptcache-like", "gencache-like"} <= set(METHODS)
+    assert not {"gptcache", "gencache"} & set(METHOD_NAMES)
+    with SandboxPool(size=1) as sandbox:
+        for old, new in (("gptcache", "gptcache-like"), ("gencache", "gencache-like")):
+            method = build_method(old, FakeTarget(), FakeSmall(), sandbox, HashEmbedder(), ":memory:")
+            assert method.name == new
+
+
+def _committed_folder(tmp_path):
+    """A results folder as an earlier harness wrote it: method 'gptcache', no paired block."""
+    out = tmp_path / "old"
+    out.mkdir()
+    rng = random.Random(9)
+    pot = paired_rows([rng.random() < 0.7 for _ in range(30)], [rng.uniform(5, 9) for _ in range(30)])
+    gpt = paired_rows([r["correct"] for r in pot], [r["latency_s"] / 2 for r in pot])
+    mc = paired_rows([r["correct"] for r in pot], [r["latency_s"] for r in pot])
+    lines = [dict(r, method=name) for name, rs in (("pot", pot), ("gptcache", gpt), ("minicache", mc)) for r in rs]
+    (out / "requests.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    results = {"config": {"dataset": "formula", "methods": ["pot", "gptcache", "minicache"], "command": "old cmd",
+                          "subset": {"gptcache": 30}},
+               "machine": {"cpus": 2}, "methods": {"pot": summarize(pot), "gptcache": summarize(gpt),
+                                                   "minicache": summarize(mc)}}
+    (out / "results.json").write_text(json.dumps(results))
+    return out, results
+
+
+def test_a_committed_report_is_regenerated_from_its_rows_with_intervals_and_current_names(tmp_path):
+    out, before = _committed_folder(tmp_path)
+    assert regenerate_main([str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert list(results["methods"]) == ["pot", "gptcache-like", "minicache"]
+    assert results["methods"]["gptcache-like"] == before["methods"]["gptcache"]  # measured blocks kept
+    assert results["config"]["subset"] == {"gptcache-like": 30} and results["config"]["command"] == "old cmd"
+    paired = results["paired"]
+    assert paired["reference"] == "pot" and paired["seed"] == SEED
+    assert paired["methods"]["gptcache-like"]["latency_ratio_ci95"] == pytest.approx([2.0, 2.0])
+    assert paired["methods"]["minicache"]["accuracy_diff_ci95"] == [0.0, 0.0]
+    report = (out / "report.md").read_text()
+    assert "| gptcache-like | 30 |" in report and "| gptcache |" not in report
+    assert "+0.0 pts [+0.0, +0.0] | 1 |" in report and "| [2.00, 2.00] |" in report
+    assert (out / "accuracy_latency.png").stat().st_size > 1000
+    first = (out / "report.md").read_text()
+    regenerate_report(out)
+    assert (out / "report.md").read_text() == first  # the same rows give the same report
+
+
+def test_regenerate_refuses_folders_without_results_and_writes_none(tmp_path, capsys):
+    out, _ = _committed_folder(tmp_path)
+    assert regenerate_main([str(out), str(tmp_path / "nowhere")]) == 1
+    assert "no results.json" in capsys.readouterr().err
+    assert not (out / "report.md").exists()
+    assert regenerate_main([]) == 2
+
+
+def test_a_rerun_under_the_new_name_reads_back_rows_written_under_the_old_one(tmp_path):
+    dataset = _dataset(tmp_path)
+    out = tmp_path / "out"
+    target = FakeTarget()
+    with SandboxPool(size=2) as sandbox:
+        kwargs = dict(dataset=str(dataset), target=target, small=FakeSmall(), embedder=HashEmbedder(), out=out,
+                      seed=1, sandbox=sandbox, command="test")
+        run_benchmark(methods=["pot", "gptcache"], **kwargs)
+        calls = len(target.calls)
+        # As an earlier harness wrote them: rows and results under the old name.
+        path = out / "requests.jsonl"
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(dict(r, method=r["method"].replace("-like", ""))) + "\n" for r in rows))
+        old = json.loads((out / "results.json").read_text())
+        old["methods"] = {k.replace("-like", ""): v for k, v in old["methods"].items()}
+        (out / "results.json").write_text(json.dumps(old))
+        again = run_benchmark(methods=["pot", "gptcache-like"], subset={"gptcache": 12}, **kwargs)
+    assert len(target.calls) == calls and list(again["methods"]) == ["pot", "gptcache-like"]
+    assert len((out / "requests.jsonl").read_text().splitlines()) == len(rows)  # nothing served again
+    assert again["paired"]["methods"]["gptcache-like"]["n"] == 12

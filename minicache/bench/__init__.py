@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from .data import SEEDED, load, pad_context, select
-from .methods import METHODS, Method, build_method
-from .report import write_report
-from .runner import group_purity, machine, read_done, run_stream, summarize, throughput
+from .methods import METHODS, Method, build_method, canonical
+from .report import reference, write_report
+from .runner import group_purity, machine, read_done, record_stream, summarize, throughput
+from .stats import compare_all
 
-__all__ = ["run_benchmark", "run_seeds", "METHODS"]
+__all__ = ["run_benchmark", "run_seeds", "regenerate_report", "METHODS"]
 
 
 def _bar(total: int, desc: str):
@@ -31,9 +32,14 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
 
     ``subset`` limits a method to the first N requests of the stream (e.g. the slower baselines).
     ``background_builds``: minicache builds while the stream continues, as in serving (False: on
-    the request that triggers them, for tests that need hits at fixed places in a short stream).
+    the request that triggers them, for runs that must give the same routes every time and tests
+    that need hits at fixed places in a short stream).
+    Method names may be given by their earlier spellings (``gptcache``): see ``methods.ALIASES``.
     """
     from ..sandbox import SandboxPool
+
+    methods = [canonical(m) for m in methods]
+    subset = {canonical(k): v for k, v in (subset or {}).items()}
 
     out.mkdir(parents=True, exist_ok=True)
     if dataset in SEEDED:  # generated per seed, already in stream order
@@ -58,7 +64,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
                    "target": getattr(target, "name", "?"), "small": getattr(small, "name", "?")},
         "machine": machine(), "methods": {}}
     if results_path.exists():
-        previous = json.loads(results_path.read_text())
+        previous = _renamed(json.loads(results_path.read_text()))
         results["methods"].update(previous.get("methods", {}))
     all_rows: dict[str, list[dict[str, Any]]] = {}
     for name in methods:
@@ -68,7 +74,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         recorded = read_done(requests_path)
         serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
         with _bar(len(requests), name) as bar:
-            rows = run_stream(method, requests, requests_path, progress=bar.update)
+            rows = record_stream(method, requests, requests_path, progress=bar.update)
         block = summarize(rows)
         if name == "minicache":
             block["routing"] = group_purity(rows)
@@ -88,7 +94,8 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
                 padded = [pad_context(r, pad) for r in requests[:pad_requests]]
                 tag = f"{name}@pad{pad}"
                 with _bar(len(padded), tag) as bar:
-                    per[str(pad)] = summarize(run_stream(method, padded, requests_path, progress=bar.update, tag=tag))
+                    per[str(pad)] = summarize(record_stream(method, padded, requests_path, progress=bar.update,
+                                                             tag=tag))
             block["pad_context"] = per
         for kept in ("throughput_rps", "pad_context"):  # measured by an earlier run and not asked for now
             if kept not in block and kept in results["methods"].get(name, {}):
@@ -99,8 +106,55 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     done = read_done(requests_path)
     all_rows = {name: all_rows.get(name) or [row for (m, _), row in done.items() if m == name]
                 for name in results["methods"]}  # the report lists methods in results.json's order
-    write_report(out, results, all_rows)
+    return _finish(out, results, all_rows)
+
+
+def _renamed(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json with methods written under an earlier name (``gptcache``) under the current one.
+    ``config.command`` is left as it was run: the old spellings are still accepted."""
+    results["methods"] = {canonical(k): v for k, v in results.get("methods", {}).items()}
+    for per in results.get("per_seed", {}).values():
+        for name in list(per):
+            per[canonical(name)] = per.pop(name)
+    config = results.get("config", {})
+    if config.get("methods"):
+        config["methods"] = [canonical(m) for m in config["methods"]]
+    if config.get("subset"):
+        config["subset"] = {canonical(k): v for k, v in config["subset"].items()}
     return results
+
+
+def _finish(out: Path, results: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Add how sure each difference from the reference is (``paired``), then write results.json,
+    report.md and the plots."""
+    results["paired"] = compare_all(rows, reference(results["methods"]))
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    write_report(out, results, rows)
+    return results
+
+
+def _pooled_rows(out: Path, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """Every seed's rows, each tagged with its seed (request ids repeat across seeds)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for seed in seeds:
+        for (name, _), row in read_done(out / f"seed{seed}" / "requests.jsonl").items():
+            rows.setdefault(name, []).append(dict(row, seed=seed))
+    return rows
+
+
+def regenerate_report(out: Path) -> dict[str, Any]:
+    """Write ``out``'s report.md, plots and the ``paired`` block of results.json again from its
+    results.json and requests.jsonl alone (no model runs): for results measured before the report
+    said how sure its differences are. The methods' measured blocks are kept as they are."""
+    results = _renamed(json.loads((out / "results.json").read_text()))
+    seeds = results["config"].get("seeds")
+    if seeds:
+        pooled = _pooled_rows(out, seeds)
+        rows = {name: pooled.get(name, []) for name in results["methods"]}
+    else:
+        done = read_done(out / "requests.jsonl")
+        rows = {name: [row for (m, _), row in done.items() if m == name] for name in results["methods"]}
+    return _finish(out, results, rows)
 
 
 def run_seeds(*, seeds: list[int], out: Path, **kwargs: Any) -> dict[str, Any]:
@@ -112,15 +166,10 @@ def run_seeds(*, seeds: list[int], out: Path, **kwargs: Any) -> dict[str, Any]:
     per_seed = {}
     for seed in seeds:
         per_seed[str(seed)] = run_benchmark(seed=seed, out=out / f"seed{seed}", **kwargs)
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for seed in seeds:
-        for (name, _), row in read_done(out / f"seed{seed}" / "requests.jsonl").items():
-            rows.setdefault(name, []).append(row)
+    rows = _pooled_rows(out, seeds)
     first = per_seed[str(seeds[0])]
     results: dict[str, Any] = {"config": dict(first["config"], seed=None, seeds=seeds), "machine": first["machine"],
                                "methods": {name: summarize(r) for name, r in rows.items()},
                                "per_seed": {s: r["methods"] for s, r in per_seed.items()}}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    write_report(out, results, rows)
-    return results
+    return _finish(out, results, rows)

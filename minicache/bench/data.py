@@ -111,7 +111,8 @@ def load_jsonl(path: str | Path) -> list[BenchRequest]:
         if missing:
             raise ValueError(f"{path}:{i + 1}: missing {', '.join(sorted(missing))}")
         out.append(BenchRequest(str(row.get("id", i)), row["question"], row["answer"], context=row.get("context"),
-                                group=row.get("group"), kind="action" if isinstance(row["answer"], dict) else "numeric"))
+                                group=row.get("group"),
+                                kind="action" if isinstance(row["answer"], dict) else "numeric"))
     return out
 
 
@@ -138,7 +139,8 @@ def load(dataset: str, seed: int = 0) -> list[BenchRequest]:
         return LOADERS[dataset]()
     if dataset.endswith(".jsonl") and Path(dataset).exists():
         return load_jsonl(dataset)
-    raise ValueError(f"unknown dataset {dataset!r}: use formula, tatqa, webshop, stepcache-micro or a path to a .jsonl file")
+    raise ValueError(f"unknown dataset {dataset!r}: use formula, tatqa, webshop, stepcache-micro or a path to a "
+                     ".jsonl file")
 
 
 def select(requests: list[BenchRequest], *, limit: int | None, groups: int | None, seed: int) -> list[BenchRequest]:

@@ -6,13 +6,15 @@
   program into a parameterized one when they build).
 * ``pot-spec`` - pot with the small model drafting for the target (speculative decoding).
 * ``exact``    - an exact-prompt cache in front of pot.
-* ``gptcache`` - GPTCache's documented behaviour, implemented here (the package is frozen and its
-  OpenAI adapter breaks on openai>=1): MiniLM embedding of the whole prompt, a cached answer is
-  returned when cosine similarity >= 0.95, else pot and store.
-* ``gencache`` - GenCache (arXiv 2511.17565) as described: requests are clustered by prompt
-  similarity (T_p = 0.8) and response similarity (T_r = 0.75); once a cluster has nu = 4 examples the
-  target writes a regex extractor plus a program for it, accepted if gamma = 50% of the cluster's
-  examples are reproduced; no small model.
+* ``gptcache-like`` - GPTCache's documented behaviour, re-implemented here (the package is frozen
+  and its OpenAI adapter breaks on openai>=1), so not GPTCache itself: MiniLM embedding of the whole
+  prompt, a cached answer is returned when cosine similarity >= 0.95, else pot and store.
+* ``gencache-like`` - GenCache (arXiv 2511.17565) as its paper describes it, re-implemented here:
+  requests are clustered by prompt similarity (T_p = 0.8) and response similarity (T_r = 0.75); once
+  a cluster has nu = 4 examples the target writes a regex extractor plus a program for it, accepted
+  if gamma = 50% of the cluster's examples are reproduced; no small model.
+  Both were named ``gptcache`` and ``gencache`` before: those spellings stay accepted (``ALIASES``),
+  so committed commands still run and rows written under them are read back under the new names.
 * ``minicache`` - this project's engine.
 * ``no-reuse``  - structured-output requests (``stepcache-micro``): the target writes the whole output
   for every request from the same system prompt StepCache generates with (StepCache's baseline).
@@ -130,7 +132,7 @@ class Exact:
 class GPTCacheLike:
     """Semantic cache over whole prompts: MiniLM embeddings, cosine >= 0.95 returns the cached answer."""
 
-    name = "gptcache"
+    name = "gptcache-like"
 
     def __init__(self, pot: PoT, embedder: Embedder, threshold: float = 0.95) -> None:
         self.pot, self.embedder, self.threshold = pot, embedder, threshold
@@ -165,7 +167,7 @@ class GenCacheLike:
     """GenCache's documented procedure: cluster by prompt (T_p) and response (T_r) similarity; at nu
     examples the target writes regex extraction + program; accepted if gamma of the examples pass."""
 
-    name = "gencache"
+    name = "gencache-like"
 
     def __init__(self, pot: PoT, target: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
                  t_p: float = 0.8, t_r: float = 0.75, nu: int = 4, gamma: float = 0.5, attempts: int = 2) -> None:
@@ -202,7 +204,8 @@ class GenCacheLike:
             return Outcome(None, "miss", tokens, detail={"error": str(exc)})
         rvec = self.embedder.embed([code])[0]
         with self._lock:
-            if cluster is None or (cluster["responses"] and max(float(v @ rvec) for v in cluster["responses"]) < self.t_r):
+            similar = max((float(v @ rvec) for v in cluster["responses"]), default=1.0) if cluster else 1.0
+            if cluster is None or similar < self.t_r:
                 cluster = {"centroid": vec, "examples": [], "responses": [], "program": None, "failed": 0}
                 self.clusters.append(cluster)
             cluster["examples"].append((text, answer))
@@ -315,12 +318,22 @@ class StepCacheMethod:
                                "timings": res.timings})
 
 
-METHODS = ("direct", "pot", "pot-spec", "exact", "gptcache", "gencache", "minicache", "no-reuse", "no-reuse+solver",
-           "stepcache")
+METHOD_NAMES = ("direct", "pot", "pot-spec", "exact", "gptcache-like", "gencache-like", "minicache", "no-reuse",
+                "no-reuse+solver", "stepcache")
+# Earlier names of the re-implemented baselines: accepted everywhere a method is named (--methods,
+# --subset, rows and results.json written before the rename) and read as the current name.
+ALIASES = {"gptcache": "gptcache-like", "gencache": "gencache-like"}
+METHODS = METHOD_NAMES + tuple(ALIASES)  # every spelling a caller may pass
+
+
+def canonical(name: str) -> str:
+    """The current name of a method (its alias resolved); other names, e.g. pad tags, pass through."""
+    return ALIASES.get(name, name)
 
 
 def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
                  store_path: str, use_group_labels: bool = False, background_builds: bool = True) -> Method:
+    name = canonical(name)
     pot = PoT(target, sandbox)
     if name == "direct":
         return Direct(target)
@@ -330,9 +343,9 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
         return PoT(target, sandbox, draft="small")
     if name == "exact":
         return Exact(pot)
-    if name == "gptcache":
+    if name == "gptcache-like":
         return GPTCacheLike(pot, embedder)
-    if name == "gencache":
+    if name == "gencache-like":
         return GenCacheLike(pot, target, sandbox, embedder)
     if name == "minicache":
         # No audits unless asked for (MINICACHE_AUDIT_RATE): they would add target calls to the stream.
@@ -352,7 +365,7 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
     if name == "stepcache":
         return StepCacheMethod(MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
                                          config=EngineConfig(background_builds=False)))
-    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
 
 
 def timed(method: Method, r: BenchRequest) -> tuple[Outcome, float]:

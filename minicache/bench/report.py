@@ -1,23 +1,50 @@
-"""report.md and the plots, written from results.json and requests.jsonl alone."""
+"""report.md and the plots, written from results.json and requests.jsonl alone
+(``python -m minicache.bench.regenerate DIR`` writes them again for a results folder)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from .stats import RESAMPLES, SEED, bootstrap_mean_ci, request_key
+
 
 def _ratio(value: float, base: float) -> str:
     return f"{value / base:.2f}x" if base else "-"
 
 
+def reference(methods: dict[str, Any]) -> str | None:
+    """The method every other one is compared with: pot, or no-reuse for structured outputs."""
+    return next((m for m in ("pot", "no-reuse") if m in methods), None)
+
+
+def _builds(config: dict[str, Any]) -> list[str]:
+    if "background_builds" not in config:  # results written before the harness recorded it
+        return []
+    how = ("in the background, in the same process, while the stream continued (their compute slows the "
+           "requests they overlap)" if config["background_builds"] else
+           "inline, on the request that triggered them (--inline-builds: the same routes on every run)")
+    return [f"minicache builds: {how}.", ""]
+
+
+def _paired_cells(c: dict[str, Any] | None) -> tuple[str, str, str]:
+    """Accuracy difference with its interval, McNemar's p, speedup interval (dashes for the reference)."""
+    if not c:
+        return "-", "-", "-"
+    lo, hi = c["accuracy_diff_ci95"]
+    diff = f"{100 * c['accuracy_diff']:+.1f} pts [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    ratio = c["latency_ratio_ci95"]
+    return diff, f"{c['mcnemar_p']:.3g}", f"[{ratio[0]:.2f}, {ratio[1]:.2f}]" if ratio else "-"
+
+
 def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> None:
     methods = results["methods"]
-    ref_name = next((m for m in ("pot", "no-reuse") if m in methods), None)
+    ref_name = reference(methods)
     pot = methods.get(ref_name) if ref_name else None
     lines = [f"# Benchmark: {results['config']['dataset']}", "",
              f"Command: `{results['config']['command']}`", "",
              f"Machine: {results['machine'].get('cpu', '?')}, {results['machine'].get('cpus')} CPUs, "
-             f"Python {results['machine'].get('python')}", "",
+             f"Python {results['machine'].get('python')}", "", *_builds(results["config"]),
              ("Outputs: the task check (the requested final line with the gold solution; exactly the required JSON "
               "keys, types and values) and the stitched-output integrity check (every equation in every step holds; "
               "the whole response one JSON object)." if results["config"]["dataset"] == "stepcache-micro" else
@@ -43,7 +70,8 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
         for name, per in tp.items():
             lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in per.values()) + " |")
         if "pot" in tp and "minicache" in tp:
-            ratios = ", ".join(f"C={c}: {tp['minicache'][c] / tp['pot'][c]:.2f}x" for c in tp["pot"] if c in tp["minicache"])
+            ratios = ", ".join(f"C={c}: {tp['minicache'][c] / tp['pot'][c]:.2f}x"
+                               for c in tp["pot"] if c in tp["minicache"])
             lines += ["", f"minicache throughput vs pot: {ratios}"]
     pads = {name: m.get("pad_context") for name, m in methods.items() if m.get("pad_context")}
     if pads:
@@ -78,12 +106,21 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
     if ref_name and rows.get(ref_name):
         from .runner import same_requests
 
-        lines += ["", f"## Each method against {ref_name} on the same requests, and when it was measured (UTC)", "",
-                  f"| method | n | accuracy | {ref_name} accuracy | mean latency | {ref_name} mean latency | "
-                  f"speedup vs {ref_name} | measured |", "|---|---|---|---|---|---|---|---|"]
+        paired = (results.get("paired") or {}).get("methods", {})
+        lines += ["", f"## Each method against {ref_name} on the same requests, how sure, and when it was measured "
+                  "(UTC)", "",
+                  f"Intervals are 95%, from a paired bootstrap over the requests ({RESAMPLES:,} resamples, seed "
+                  f"{SEED}); McNemar's exact p counts the requests one method got right and the other wrong. An "
+                  f"accuracy interval that holds 0, or a speedup interval that holds 1, means this stream does not "
+                  f"separate the method from {ref_name}. With few discordant requests the bootstrap interval is too "
+                  f"narrow (answers identical on every request give [+0.0, +0.0]): read McNemar's p there.", "",
+                  f"| method | n | accuracy | {ref_name} accuracy | difference [95% CI] | McNemar p | mean latency | "
+                  f"{ref_name} mean latency | speedup vs {ref_name} | speedup 95% CI | measured |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for c in same_requests(rows, ref_name):
-            lines.append(f"| {c['method']} | {c['n']} | {c['accuracy']:.1%} | {c['ref_accuracy']:.1%} | "
-                         f"{c['latency_mean']:.2f}s | {c['ref_latency_mean']:.2f}s | {c['speedup']:.2f}x | "
+            diff, p, ratio = _paired_cells(paired.get(c["method"]))
+            lines.append(f"| {c['method']} | {c['n']} | {c['accuracy']:.1%} | {c['ref_accuracy']:.1%} | {diff} | {p} | "
+                         f"{c['latency_mean']:.2f}s | {c['ref_latency_mean']:.2f}s | {c['speedup']:.2f}x | {ratio} | "
                          f"{c['measured']} |")
     if rows.get("minicache") and ref_name == "pot":
         from .runner import route_breakdown
@@ -125,8 +162,8 @@ def cache_rates(method: str, rows: list[dict[str, Any]], pot: list[dict[str, Any
     all its hits and per extraction path (rule, align, choice, free) where rows name one."""
     from .runner import percentile
 
-    base = {str(r["id"]): r for r in pot}
-    hits = [r for r in rows if r["route"] == "hit" and str(r["id"]) in base]
+    base = {request_key(r): r for r in pot}
+    hits = [r for r in rows if r["route"] == "hit" and request_key(r) in base]
     if not hits:
         return []
     paths: dict[str, list[dict[str, Any]]] = {"all": hits}
@@ -136,8 +173,8 @@ def cache_rates(method: str, rows: list[dict[str, Any]], pot: list[dict[str, Any
             paths.setdefault(path, []).append(r)
     out = []
     for path, rs in paths.items():
-        wrong = sum(not r["correct"] and base[str(r["id"])]["correct"] for r in rs)
-        gained = sum(r["correct"] and not base[str(r["id"])]["correct"] for r in rs)
+        wrong = sum(not r["correct"] and base[request_key(r)]["correct"] for r in rs)
+        gained = sum(r["correct"] and not base[request_key(r)]["correct"] for r in rs)
         out.append({"method": method, "path": path, "hits": len(rs), "cache_error_rate": wrong / len(rs),
                     "cache_gain_rate": gained / len(rs), "hit_p50": percentile([r["latency_s"] for r in rs], 0.5)})
     return out
@@ -195,13 +232,25 @@ def write_plots(out: Path, results: dict[str, Any], rows: dict[str, list[dict[st
         fig.savefig(out / "throughput.png", dpi=110)
         plt.close(fig)
 
+    # Axes from zero and each point's 95% intervals: zoomed onto the points, a 1-point gap looks
+    # like a landslide.
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, m in results["methods"].items():
-        ax.scatter(m["latency_s"]["mean"], m["accuracy"], label=name)
-        ax.annotate(name, (m["latency_s"]["mean"], m["accuracy"]))
+        x, y, rs = m["latency_s"]["mean"], m["accuracy"], rows.get(name) or []
+        if rs:
+            xlo, xhi = bootstrap_mean_ci([r["latency_s"] for r in rs])
+            ylo, yhi = bootstrap_mean_ci([float(bool(r["correct"])) for r in rs])
+            ax.errorbar(x, y, xerr=[[max(0.0, x - xlo)], [max(0.0, xhi - x)]],
+                        yerr=[[max(0.0, y - ylo)], [max(0.0, yhi - y)]], fmt="o", capsize=3, label=name)
+        else:
+            ax.scatter(x, y, label=name)
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4))
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, 1.02)
     ax.set_xlabel("mean latency (s)")
     ax.set_ylabel("accuracy")
-    ax.set_title("Accuracy vs latency")
+    ax.set_title("Accuracy vs mean latency (95% bootstrap intervals)")
     fig.tight_layout()
     fig.savefig(out / "accuracy_latency.png", dpi=110)
     plt.close(fig)
+

@@ -15,12 +15,14 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .data import BenchRequest, is_correct
-from .methods import Method, timed
+from .methods import Method, canonical, timed
+from .stats import request_key
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -33,20 +35,24 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def read_done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The rows of a requests.jsonl by (method, request id); rows written under a method's earlier
+    name (``gptcache``) come back under its current one, so old runs resume and report as it."""
     done: dict[tuple[str, str], dict[str, Any]] = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 row = json.loads(line)
+                row["method"] = canonical(row["method"])
                 done[(row["method"], str(row["id"]))] = row
             except (json.JSONDecodeError, KeyError):
                 continue  # a line cut short by an interruption
     return done
 
 
-def run_stream(method: Method, stream: list[BenchRequest], out: Path, progress: Callable[[], None] | None = None,
-               tag: str | None = None) -> list[dict[str, Any]]:
-    """Serve ``stream`` in order through ``method``, appending each result to ``out``."""
+def record_stream(method: Method, stream: list[BenchRequest], out: Path, progress: Callable[[], None] | None = None,
+                  tag: str | None = None) -> list[dict[str, Any]]:
+    """Serve ``stream`` in order through a benchmark ``method``, appending one row per request to
+    ``out`` (requests.jsonl); requests already recorded there are read back, not served again."""
     name = tag or method.name
     done = read_done(out)
     rows = []
@@ -93,7 +99,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "latency_s": {"mean": statistics.mean(lat) if lat else 0.0, "p50": percentile(lat, 0.5),
                       "p95": percentile(lat, 0.95), "p99": percentile(lat, 0.99)},
         "hit_latency_s": {"mean": statistics.mean(hit_lat) if hit_lat else 0.0, "p50": percentile(hit_lat, 0.5)},
-        "tokens": {"target": sum(r["tokens"]["target"] for r in rows), "small": sum(r["tokens"]["small"] for r in rows)},
+        "tokens": {"target": sum(r["tokens"]["target"] for r in rows),
+                   "small": sum(r["tokens"]["small"] for r in rows)},
         **_step_paths(rows),
     }
 
@@ -117,7 +124,7 @@ def route_breakdown(rows: list[dict[str, Any]], baseline: list[dict[str, Any]] |
     were extracted), and the baseline's accuracy and latency on the same requests."""
     from collections import defaultdict
 
-    base = {str(r["id"]): r for r in baseline or []}
+    base = {request_key(r): r for r in baseline or []}
     buckets: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         detail = r.get("detail") or {}
@@ -126,7 +133,7 @@ def route_breakdown(rows: list[dict[str, Any]], baseline: list[dict[str, Any]] |
     out = []
     for name in sorted(buckets, key=lambda k: (not k.startswith("hit"), k)):
         rs = buckets[name]
-        same = [base[str(r["id"])] for r in rs if str(r["id"]) in base]
+        same = [base[request_key(r)] for r in rs if request_key(r) in base]
         lat = [r["latency_s"] for r in rs]
         out.append({"route": name, "n": len(rs), "accuracy": sum(r["correct"] for r in rs) / len(rs),
                     "latency_mean": statistics.mean(lat), "latency_p50": percentile(lat, 0.5),
@@ -143,19 +150,19 @@ def same_requests(rows: dict[str, list[dict[str, Any]]], ref: str = "pot") -> li
     latencies measured hours apart are not comparable, and the span shows how far apart they are."""
     import datetime
 
-    base = {str(r["id"]): r for r in rows.get(ref, [])}
+    base = {request_key(r): r for r in rows.get(ref, [])}
 
     def span(rs: list[dict[str, Any]]) -> str:
         starts = [r["started_at"] for r in rs if r.get("started_at")]
         if not starts:
             return "-"
         end = max(r["started_at"] + r["latency_s"] for r in rs if r.get("started_at"))
-        fmt = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")  # noqa: E731
+        fmt = lambda t: datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%d %H:%M")  # noqa: E731
         return f"{fmt(min(starts))} to {fmt(end)[11:]}"
 
     out = []
     for name, rs in rows.items():
-        same = [base[str(r["id"])] for r in rs if str(r["id"]) in base]
+        same = [base[request_key(r)] for r in rs if request_key(r) in base]
         if not rs or len(same) != len(rs):
             continue
         mean = statistics.mean(r["latency_s"] for r in rs)
@@ -189,7 +196,8 @@ def machine() -> dict[str, Any]:
 
     info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
     try:
-        info["cpu"] = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        with open("/proc/cpuinfo") as fh:
+            info["cpu"] = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     return info

@@ -16,8 +16,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..datasets import Request, formula
-from ..models.base import GenerationOptions
+from ..models.base import DraftKind, GenerationOptions
 from ..prompts import pot_messages
+
 
 def pick_pairs(n: int) -> list[tuple[Request, Request]]:
     groups: OrderedDict[str, list[Request]] = OrderedDict()
@@ -57,7 +58,8 @@ def run(target, small_available: bool, n: int = 10, max_tokens: int = 320, progr
         ref = target.complete(pot_messages(a.question), GenerationOptions(max_tokens=max_tokens, draft="none")).text
         plain_text = None
         for mode in modes:
-            opts = GenerationOptions(max_tokens=max_tokens, draft="none" if mode == "plain" else mode,
+            draft: DraftKind = "none" if mode == "plain" else "small" if mode == "small" else "lookup"
+            opts = GenerationOptions(max_tokens=max_tokens, draft=draft,
                                      draft_text=ref if mode == "lookup" else None)
             began = time.perf_counter()
             out = target.complete(pot_messages(b.question), opts)
