@@ -142,7 +142,7 @@ class PostgresStore:
             with conn.transaction():
                 # Replicas starting together queue here; the first migrates, the others find it done.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
+                conn.execute(POSTGRES.versions)
                 current = _one(conn, "SELECT COALESCE(MAX(version), 0) FROM schema_version")
                 upgrade(conn.execute, current, POSTGRES, self.safe_dsn)
         except psycopg.Error as exc:

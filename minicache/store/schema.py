@@ -30,6 +30,7 @@ class Dialect:
     types: dict[ColumnType, str]
     param: str  # the query placeholder
     seq: str | None  # the identity column an ordered table gets, where the dialect has no rowid
+    versions: str  # the table of applied migrations, as each store has always created it
 
     def params(self, n: int) -> str:
         return ",".join([self.param] * n)
@@ -41,10 +42,12 @@ class Dialect:
 
 
 SQLITE = Dialect("sqlite", {"text": "TEXT", "int": "INTEGER", "bigint": "INTEGER", "float": "REAL",
-                            "bytes": "BLOB"}, param="?", seq=None)
+                            "bytes": "BLOB"}, param="?", seq=None,
+                 versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
 POSTGRES = Dialect("postgres", {"text": "TEXT", "int": "INTEGER", "bigint": "BIGINT", "float": "DOUBLE PRECISION",
                                 "bytes": "BYTEA"}, param="%s",
-                    seq="seq BIGINT GENERATED ALWAYS AS IDENTITY")
+                    seq="seq BIGINT GENERATED ALWAYS AS IDENTITY",
+                    versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
 
 
 @dataclass(frozen=True)

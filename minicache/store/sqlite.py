@@ -112,7 +112,7 @@ class SQLiteStore:
 
     def _migrate(self) -> None:
         with self._tx() as c:
-            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            c.execute(SQLITE.versions)
             current = c.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()["v"] or 0
             upgrade(c.execute, current, SQLITE, self.path)
 
