@@ -5,8 +5,17 @@ The public API is small; everything else lives in private-by-convention modules.
 
 from .config import Settings, build_backends, load_settings
 from .engine import EngineConfig, InvalidRequest, MiniCache, SolveError, SolveResult
-from .errors import (BackendError, BackendResponseError, BackendTimeout, BackendUnavailable, ConfigError,
-                     MiniCacheError, ModelFetchError, ModelFileError, ModelRequestsBlocked)
+from .errors import (
+    BackendError,
+    BackendResponseError,
+    BackendTimeout,
+    BackendUnavailable,
+    ConfigError,
+    MiniCacheError,
+    ModelFetchError,
+    ModelFileError,
+    ModelRequestsBlocked,
+)
 from .models import Completion, FakeBackend, GenerationOptions, Message, ModelBackend, OpenAIBackend
 
 __version__ = "0.1.0"

@@ -14,11 +14,11 @@ import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import portability
 from .admission import Admission
-from .answers import MAX_DECIMALS, SolveResult, check_answer, format_answer, requested_decimals
+from .answers import MAX_DECIMALS, Route, SolveResult, check_answer, format_answer, requested_decimals
 from .build import Builder, BuildQueue
 from .engine_config import EngineConfig
 from .errors import ExtractionError, HitRefused, InvalidRequest, ProgramError, SolveError
@@ -173,7 +173,9 @@ class MiniCache:
 
     def _solve_steps(self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool) -> SolveResult:
         out: StepOutcome = self.steps.solve(question, tenant, record=not no_store, reuse=reuse, request=request)
-        return SolveResult(answer=out.answer, route=out.route, group=f"step:{out.task}", timings=dict(out.timings),
+        # StepCache.solve answers step-reuse | step-patch | step-skip ("full" is only check_or_fallback's).
+        return SolveResult(answer=out.answer, route=cast(Route, out.route), group=f"step:{out.task}",
+                           timings=dict(out.timings),
                            tokens={"target": out.tokens, "small": 0}, fallback_reason=out.reason or None,
                            answer_text=out.output, output=out.output, steps=out.steps, verified=out.verified,
                            solver_fallback=out.solver_fallback, reused_from=out.reused_from)

@@ -212,7 +212,7 @@ def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, A
         return {}
     rules: dict[str, Rule] = {}
     for var in template:
-        contexts = []
+        contexts: list[tuple[str, Candidate]] = []
         for text, values in validated:
             value = values.get(var.name)
             matches = [c for c in find_candidates(text) if c.value == value]

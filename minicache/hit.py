@@ -146,7 +146,8 @@ def _cues(var: Variable, exemplars: list[dict[str, Any]]) -> set[str]:
     which lifting records after EXAMPLE_MARK) and its cue words in each exemplar."""
     import re
 
-    words = re.findall(r"[a-z]+", (var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")).lower())
+    said = var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")
+    words = re.findall(r"[a-z]+", said.lower())
     found = set(stems(words))
     for ex in exemplars:
         found |= set((ex.get("slots", {}).get(var.name) or {}).get("cues", []))
@@ -209,12 +210,12 @@ def _check_swaps(numeric: list[Variable], at: dict[str, list[Any]], score: dict[
         return
 
     def total(order: tuple[int, ...]) -> float:
-        return sum(score[n, s] for n, s in zip(names, order))
+        return sum(score[n, s] for n, s in zip(names, order, strict=True))
 
     mine = total(tuple(places))
     best = max(itertools.permutations(places), key=total)
     if total(best) > mine:
-        moved = [n for n, a, b in zip(names, places, best) if a != b]
+        moved = [n for n, a, b in zip(names, places, best, strict=True) if a != b]
         raise HitRefused("swap", f"the words around the chosen numbers fit {', '.join(moved)} better in another order")
 
 
@@ -254,9 +255,11 @@ class HitVerifier:
         aligned, partial = self.aligned(entry, text) if zero_model else (None, {})
         if by_rules is not None and aligned is not None and by_rules != aligned.values:
             raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}")
-        if by_rules is not None or aligned is not None:
-            method, values = ("rule", by_rules) if by_rules is not None else ("align", aligned.values)  # type: ignore[union-attr]
-            checked = check_types(entry.template, values)  # type: ignore[arg-type]
+        zero_model_values = ("rule", by_rules) if by_rules is not None else \
+            ("align", aligned.values) if aligned is not None else None
+        if zero_model_values is not None:
+            method, values = zero_model_values
+            checked = check_types(entry.template, values)
             check_values(profile, entry.template, checked, text, self.config.value_range)
             return Extraction(checked, method, time.perf_counter() - began)
         if not allow_model:

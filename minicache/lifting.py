@@ -207,8 +207,9 @@ class _Inline(ast.NodeTransformer):
 
     def visit_Dict(self, node: ast.Dict) -> ast.AST:
         # {"max_price": 40.0, "keywords": "red shoes"}: a value is named after its key; keys stay.
-        for i, (key, value) in enumerate(zip(node.keys, node.values)):
-            hint = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier() else None
+        for i, (key, value) in enumerate(zip(node.keys, node.values, strict=True)):
+            hint = (key.value if isinstance(key, ast.Constant) and isinstance(key.value, str)
+                    and key.value.isidentifier() else None)
             replaced = self.lifter.literal(value, hint, inline=True) if hint else None
             node.values[i] = replaced or self.visit(value)
         return node

@@ -75,11 +75,11 @@ class MissPath:
         if record:
             t = time.perf_counter()
             self.store.ensure_group(tenant, group_id, label=label)
-            example = Example(id=new_id("ex"), tenant=tenant, group_id=group_id, question=question,
-                              context=context, program=code, answer=value, variables=variables,
-                              embedding=self.router.embed_request(question))
-            self.store.add_example(example)
-            self.router.recorded(tenant, group_id, example.embedding)
+            embedding = self.router.embed_request(question)
+            self.store.add_example(Example(id=new_id("ex"), tenant=tenant, group_id=group_id, question=question,
+                                           context=context, program=code, answer=value, variables=variables,
+                                           embedding=embedding))
+            self.router.recorded(tenant, group_id, embedding)
             timings["record_s"] = time.perf_counter() - t
         return SolveResult(answer=value, answer_text=format_answer(value, question), route="miss", group=group_id,
                            program=code, variables=variables, timings=timings, tokens=tokens)

@@ -64,7 +64,7 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
     comments = comments_by_line(source)
     template: list[Variable] = []
     values: dict[str, Any] = {}
-    for param, default in zip(params, defaults):
+    for param, default in zip(params, defaults, strict=True):
         if default is None:
             raise ProgramShapeError(f"parameter {param.arg!r} has no default value")
         try:
@@ -132,7 +132,8 @@ Reply with one ```python block."""
 def build_messages(examples: list[Example], feedback: str | None = None) -> list[Message]:
     parts = []
     for i, ex in enumerate(examples, 1):
-        parts.append(f"Example {i}:\nRequest: {ex.question}\n" + (f"Context: {ex.context[:1500]}\n" if ex.context else "")
+        context = f"Context: {ex.context[:1500]}\n" if ex.context else ""
+        parts.append(f"Example {i}:\nRequest: {ex.question}\n" + context
                      + f"Program that answered it:\n```python\n{ex.program.strip()}\n```\nAnswer: {ex.answer}")
     body = "\n\n".join(parts)
     if feedback:

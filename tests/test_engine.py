@@ -231,7 +231,7 @@ def test_entry_is_built_after_build_after_misses_and_next_request_hits(rig):
     assert hit.route == "hit"
     assert hit.group == third.group and hit.entry_id == entry.id
     assert hit.program == entry.program
-    assert hit.variables == dict(zip(CURRENT_RATIO.names, values))
+    assert hit.variables == dict(zip(CURRENT_RATIO.names, values, strict=True))
     assert {"route_s", "extract_s", "sandbox_s", "total_s"} <= set(hit.timings)
     assert hit.tokens["target"] == 0
     assert hit.similarity >= 0.8
@@ -262,7 +262,7 @@ def test_learned_rules_serve_hits_without_the_small_model(rig):
     for values in SI_VALUES[3:]:
         hit = ask(rig, SIMPLE_INTEREST, values)
         assert hit.route == "hit" and hit.extraction == "rule"
-        assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values))
+        assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values, strict=True))
         assert hit.tokens["small"] == 0
     assert len(rig.small.calls) == calls
 

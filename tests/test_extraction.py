@@ -77,7 +77,7 @@ CR_TEMPLATE = [Variable("current_assets"), Variable("current_liabilities")]
 
 
 def cr_validated(values_list):
-    return [(CURRENT_RATIO.ask(*v), dict(zip(CURRENT_RATIO.names, v))) for v in values_list]
+    return [(CURRENT_RATIO.ask(*v), dict(zip(CURRENT_RATIO.names, v, strict=True))) for v in values_list]
 
 
 def test_anchor_rules_are_learned_and_apply_to_new_requests():
@@ -91,7 +91,7 @@ def test_anchor_rules_are_learned_and_apply_to_new_requests():
 
 def test_lone_stop_word_is_never_an_anchor():
     template = [Variable(n) for n in SIMPLE_INTEREST.names]
-    validated = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v))) for v in SI_VALUES[:3]]
+    validated = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v, strict=True))) for v in SI_VALUES[:3]]
     rules = learn_rules(template, validated)
     assert rules["principal"] == AnchorRule(("loan", "of"))  # not just ["of"]
     assert rules["rate_pct"] == AnchorRule(("interest", "at"))
@@ -315,7 +315,8 @@ def test_keyword_rule_reads_numbers_by_the_words_of_the_variable_name():
 
     template = [Variable("revenue"), Variable("operating_income")]
     validated = [
-        ("A firm had revenue of $500,000 and operating income of $70,000.", {"revenue": 500000, "operating_income": 70000}),
+        ("A firm had revenue of $500,000 and operating income of $70,000.",
+         {"revenue": 500000, "operating_income": 70000}),
         ("Operating income came to $45,000 while total revenue reached $150,000.",
          {"revenue": 150000, "operating_income": 45000}),
     ]

@@ -9,9 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
-from test_choice import VOCAB, tokenize
 from minicache.align import align, check_exemplar, learn_exemplar, learn_exemplars, number_kind, positions
 from minicache.engine import EngineConfig, MiniCache
 from minicache.extraction import Extractor, find_candidates
@@ -19,6 +17,8 @@ from minicache.hit import HitRefused, HitVerifier, VerifyConfig, demoted, learn_
 from minicache.models.base import Completion
 from minicache.models.choice import Field, decode_object
 from minicache.store import Entry, SQLiteStore, Variable
+from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
+from test_choice import VOCAB, tokenize
 
 
 class SwappingSmall(FakeSmall):
@@ -29,7 +29,7 @@ class SwappingSmall(FakeSmall):
     def _reply(self, messages, options):
         out = super()._reply(messages, options)
         if self.swap and isinstance(out, dict):
-            out = dict(zip(out, list(out.values())[::-1]))
+            out = dict(zip(out, list(out.values())[::-1], strict=True))
         return out
 
 
@@ -115,7 +115,7 @@ def test_a_zero_model_hit_without_rules_and_without_the_small_model(make):
     for values in SI_VALUES[2:5]:
         hit = mc.solve(SIMPLE_INTEREST.ask(*values))
         assert hit.route == "hit" and hit.extraction == "align" and hit.tokens["small"] == 0
-        assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values))
+        assert hit.variables == dict(zip(SIMPLE_INTEREST.names, values, strict=True))
         assert hit.answer == pytest.approx(SIMPLE_INTEREST.answer(*values))
     assert len(mc.small.calls) == calls
 
@@ -195,7 +195,7 @@ CR_TEMPLATE = [Variable("current_assets", "integer", "current assets, dollars"),
 
 
 def cr_entry(*, rules=None, exemplars=True) -> Entry:
-    pairs = [(CURRENT_RATIO.ask(*v), dict(zip(CURRENT_RATIO.names, v))) for v in CR_VALUES[:3]]
+    pairs = [(CURRENT_RATIO.ask(*v), dict(zip(CURRENT_RATIO.names, v, strict=True))) for v in CR_VALUES[:3]]
     profile = learn_profile(CR_TEMPLATE, pairs, [CURRENT_RATIO.answer(*v) for v in CR_VALUES[:3]])
     if not exemplars:
         profile["exemplars"] = []
@@ -273,7 +273,7 @@ def test_one_number_in_two_variables_is_refused_unless_written_twice():
 
 def test_a_percentage_where_the_examples_had_none_is_refused():
     template = [Variable("principal"), Variable("rate_pct"), Variable("years")]
-    pairs = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v))) for v in SI_VALUES[:3]]
+    pairs = [(SIMPLE_INTEREST.ask(*v), dict(zip(SIMPLE_INTEREST.names, v, strict=True))) for v in SI_VALUES[:3]]
     profile = learn_profile(template, pairs, [SIMPLE_INTEREST.answer(*v) for v in SI_VALUES[:3]])
     assert profile["kinds"]["rate_pct"] == ["pct"] and profile["kinds"]["years"] == ["unit:year"]
     profile["exemplars"] = []

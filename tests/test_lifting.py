@@ -110,7 +110,8 @@ def test_programs_with_nothing_to_lift_give_none(source, text):
 
 
 def test_helpers_and_imports_around_solve_are_kept(sandbox):
-    source = "import math\n\ndef helper(x):\n    return math.sqrt(x)\n\ndef solve():\n    area = 49\n    return helper(area)\n"
+    source = ("import math\n\ndef helper(x):\n    return math.sqrt(x)\n\n"
+              "def solve():\n    area = 49\n    return helper(area)\n")
     lifted = lift(source, "A square has an area of 49 square meters; how long is a side?")
     assert lifted.defaults == {"area": 49}
     assert sandbox.run(lifted.program, {"area": 81}).value == 9.0
