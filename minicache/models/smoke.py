@@ -116,8 +116,8 @@ def run_child(model: str | Path, *, python: str = sys.executable, script: str | 
     model = str(model)
     start = time.perf_counter()
     try:
-        proc = subprocess.run([python, "-c", script or _CHILD, model], capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run([python, "-c", script or _CHILD, model], capture_output=True, text=True,
+                              timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return SmokeResult(False, time.perf_counter() - start, model,
                            error=f"loading the model and decoding one token took over {timeout_s:.0f} s")

@@ -119,12 +119,15 @@ class StepCache:
         Among close cached requests with this request's frame, up to ``candidates`` (closest output
         schema first, then closest wording) are adapted without a model, and the one whose adapted
         output fails the fewest checks wins: the first that needs no patch ends the search."""
-        records = [r for r in self.store.step_records(tenant, task_of(req)) if r.embedding is not None
-                   and len(r.embedding) == len(vector)]
+        records, embeddings = [], []
+        for r in self.store.step_records(tenant, task_of(req)):
+            if r.embedding is not None and len(r.embedding) == len(vector):
+                records.append(r)
+                embeddings.append(r.embedding)
         if not records:
             return "nothing cached for this task yet"
-        sims = np.stack([r.embedding for r in records]) @ vector
-        close = [(float(s), r) for s, r in zip(sims, records) if s >= self.config.threshold]
+        sims = np.stack(embeddings) @ vector
+        close = [(float(s), r) for s, r in zip(sims, records, strict=True) if s >= self.config.threshold]
         if not close:
             return f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
         same = [(s, r, parse(r.request)) for s, r in close if r.frame == req.frame]
@@ -189,7 +192,8 @@ class StepCache:
             verdicts = linear.check_steps(req, steps)
             # a regenerated step must show the equation it reaches (prose alone checks nothing)
             verdicts = [v or (None if i == len(steps) - 1 or i not in redone or linear.has_equation(s, req.variable)
-                              else "the step shows no equation") for i, (v, s) in enumerate(zip(verdicts, steps))]
+                              else "the step shows no equation")
+                        for i, (v, s) in enumerate(zip(verdicts, steps, strict=True))]  # one verdict per step
             if not any(verdicts):
                 return self._linear_outcome(req, steps, route, tokens=tokens, patched=patched, reason=reason)
         solved = linear.solver_steps(req)
@@ -233,7 +237,8 @@ class StepCache:
             prompt = (req.text + "\n\nAlready filled and checked: " + json.dumps(kept, ensure_ascii=False) +
                       f"\nReply with a JSON object with only these keys: {', '.join(failing)}.")
             out = self._complete([Message("system", JSON_SYSTEM), Message("user", prompt)],
-                                 self.config.patch_max_tokens * 2, schema=req.schema(only=failing, from_record=True, choose_strings=False))
+                                 self.config.patch_max_tokens * 2,
+                                 schema=req.schema(only=failing, from_record=True, choose_strings=False))
             tokens += out.prompt_tokens + out.completion_tokens
             patched = len(failing)
             kept.update({k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing})
@@ -306,7 +311,8 @@ def _adapt(req: Any, record: StepRecord, old: Any) -> Adapted:
 def _schema_score(old: Any, new: Any) -> float:
     """How much of the output schema two same-frame requests share (1.0 = the same)."""
     if isinstance(new, linear.LinearRequest):
-        same_format = linear._format_mask(old.answer_format, old.variable) == linear._format_mask(new.answer_format, new.variable)
+        mask = linear._format_mask
+        same_format = mask(old.answer_format, old.variable) == mask(new.answer_format, new.variable)
         return float(same_format) + 0.5 * float(old.variable == new.variable)
     a, b = set(old.fields), set(new.fields)
     return len(a & b) / len(a | b) if a | b else 1.0

@@ -18,6 +18,7 @@ that) and reads every output its own way, against the generator's gold answers:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from fractions import Fraction
@@ -165,8 +166,8 @@ def _holds(line: str, unknown: str, value: Fraction) -> str | None:
             values = [_Evaluator(side, value).run() for side in sides]
         except Unreadable as exc:
             return f"cannot read an equation in {line!r}: {exc}"
-        for left, right in zip(values, values[1:]):
-            if abs(left - right) > TOLERANCE * max(1, abs(right)):
+        for left, right in itertools.pairwise(values):
+            if abs(left - right) > TOLERANCE * max(Fraction(1), abs(right)):
                 return f"an equation in {line!r} does not hold at the solution"
     return None
 

@@ -10,6 +10,7 @@ A request is recognised when it asks to *solve* one equation in one single-lette
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -141,7 +142,8 @@ class LinearRequest:
 
     def holds(self, value: Fraction) -> bool:
         """Substitution check: does ``value`` satisfy the request's equation?"""
-        return abs(self.lhs.at(value) - self.rhs.at(value)) <= TOLERANCE * max(1, abs(self.lhs.coef - self.rhs.coef))
+        scale = max(Fraction(1), abs(self.lhs.coef - self.rhs.coef))
+        return abs(self.lhs.at(value) - self.rhs.at(value)) <= TOLERANCE * scale
 
 
 def _format_mask(fmt: str, variable: str) -> str:
@@ -217,7 +219,8 @@ def solver_steps(req: LinearRequest) -> list[str]:
     v, a, b = req.variable, req.lhs.coef - req.rhs.coef, req.rhs.const - req.lhs.const
     s = solve(req)
     steps = [f"Start from the equation: {req.equation}"]
-    steps.append(f"Collect the {v} terms on the left and the constants on the right: {fmt_number(a)}{v} = {fmt_number(b)}")
+    steps.append(f"Collect the {v} terms on the left and the constants on the right: "
+                 f"{fmt_number(a)}{v} = {fmt_number(b)}")
     if a != 1:
         steps.append(f"Divide both sides by {fmt_number(a)}: {v} = {fmt_number(b)}/{fmt_number(a)} = {fmt_number(s)}")
     steps.append(answer_line(req, s))
@@ -263,15 +266,16 @@ def check_step(req: LinearRequest, step: str) -> str | None:
             values = [parse_linear(p, req.variable) for p in parts]
         except ParseError as exc:
             return f"cannot read {chain!r}: {exc}"
-        for left, right in zip(values, values[1:]):
-            if abs(left.at(s) - right.at(s)) > TOLERANCE * max(1, abs(right.at(s))):
+        for left, right in itertools.pairwise(values):
+            if abs(left.at(s) - right.at(s)) > TOLERANCE * max(Fraction(1), abs(right.at(s))):
                 return f"{chain!r} does not hold"
     return None
 
 
 def read_answer(req: LinearRequest, line: str) -> Fraction | None:
     """The value in a line written in the requested answer format, or None if it is not in that format."""
-    pattern = re.escape(re.sub(r"\s+", " ", req.answer_format.strip())).replace(re.escape("<value>"), r"(-?\d+(?:\.\d+)?(?:/\d+)?)")
+    value = r"(-?\d+(?:\.\d+)?(?:/\d+)?)"
+    pattern = re.escape(re.sub(r"\s+", " ", req.answer_format.strip())).replace(re.escape("<value>"), value)
     pattern = pattern.replace(r"\ ", r"\s*")
     m = re.fullmatch(rf"\s*{pattern}\s*\.?\s*", line.strip())
     if not m:
@@ -320,7 +324,7 @@ def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[
         if abs(n) not in table.setdefault(key, []):
             table[key].append(abs(n))
 
-    for o, n in zip(ob, nb):
+    for o, n in zip(ob, nb, strict=True):  # same frame, same constants: the loops below index both alike
         add(o, n)
     for i in range(len(ob)):
         for j in range(len(ob)):
@@ -342,24 +346,22 @@ def lift_steps(old: LinearRequest, steps: list[str], new: LinearRequest, max_cho
     with none stay as written (the check then decides whether the step must be patched)."""
     if len(old.constants) != len(new.constants):
         return list(steps)
-    import itertools
-
     table = _expressions(old, new)
     rename = re.compile(rf"(?<![A-Za-z]){re.escape(old.variable)}(?![A-Za-z])")
     out = []
     for k, step in enumerate(steps):
         renamed = rename.sub(new.variable, step) if old.variable != new.variable else step
         last = k == len(steps) - 1
-        if last and read_answer(old, step) is not None:
+        if last and (answer := read_answer(old, step)) is not None:
             # the final line is the old answer template with one value slot: the same slot in this
             # request's template (another output schema is a new template, not a new computation)
-            renamed = answer_line(new, read_answer(old, step))
+            renamed = answer_line(new, answer)
         pieces = _NUMBER.split(renamed)
         numbers = _NUMBER.findall(renamed)
         options = [table.get(Fraction(n), []) or [Fraction(n)] for n in numbers]
         first = None
         for choice in itertools.islice(itertools.product(*options), max_choices):
-            text = pieces[0] + "".join(fmt_number(v) + rest for v, rest in zip(choice, pieces[1:]))
+            text = pieces[0] + "".join(fmt_number(v) + rest for v, rest in zip(choice, pieces[1:], strict=True))
             first = first or text
             if check_step(new, text) is None and (not last or check_final(new, text) is None):
                 break

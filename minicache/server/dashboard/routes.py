@@ -269,15 +269,18 @@ def dashboard_router(server: ServerState) -> APIRouter:
         else:
             done = await run(engine.store.delete_entry, tenant, entry_id)
         if not done:
-            raise Denied(404, f"Tenant {tenant!r} has no {'active ' if action == 'invalidate' else ''}entry {entry_id!r}.")
-        return RedirectResponse(_url("/groups" if action == "delete" else f"/entries/{entry_id}", tenant), status_code=303)
+            which = "active " if action == "invalidate" else ""
+            raise Denied(404, f"Tenant {tenant!r} has no {which}entry {entry_id!r}.")
+        after = "/groups" if action == "delete" else f"/entries/{entry_id}"
+        return RedirectResponse(_url(after, tenant), status_code=303)
 
     @router.get("/freeze")
     @page
     async def freeze_confirm(request: Request, viewer: Viewer, tenant: str) -> Response:
         action = "unfreeze" if engine.config.frozen else "freeze"
         may(viewer, action)
-        return confirmation(request, viewer, tenant, action, "builds", "/freeze", "", frozen=str(int(action == "freeze")))
+        return confirmation(request, viewer, tenant, action, "builds", "/freeze", "",
+                            frozen=str(int(action == "freeze")))
 
     @router.post("/freeze")
     @page
