@@ -81,7 +81,7 @@ def oracle(per_group: int, validate: int) -> None:
             body = strip_prefix(r.question, prefix)
             fits = []
             for combo in itertools.permutations(candidate_values(body), len(template)):
-                values = dict(zip([v.name for v in template], combo))
+                values = dict(zip([v.name for v in template], combo, strict=True))
                 try:
                     if is_correct(r, compute(**values)):
                         fits.append(values)
@@ -132,7 +132,7 @@ def main() -> None:
         texts = [r.question + (f"\n\nContext:\n{r.context}" if r.context else "") for r in group]
         prefix = shared_prefix(texts[:args.validate])
         validated = []
-        for r, text in zip(group[:args.validate], texts):
+        for r, text in zip(group[:args.validate], texts[:args.validate], strict=True):
             body = strip_prefix(text, prefix)
             try:
                 values = extractor.by_model(template, body, choice=True).variables
@@ -146,10 +146,11 @@ def main() -> None:
         entry = Entry(id="replay", tenant="replay", group_id=label, template=template, program="",
                       rules={k: rule.to_json() for k, rule in rules.items()},
                       validation={"extraction": "choice", "shared_prefix": prefix,
-                                  "profile": learn_profile(template, validated, [r.answer for r in group[:args.validate]])})
+                                  "profile": learn_profile(template, validated,
+                                                           [r.answer for r in group[:args.validate]])})
         print(f"== {label}: {len(validated)}/{args.validate} validated, rules for {sorted(rules)}, "
               f"{len(entry.validation['profile']['exemplars'])} exemplars", flush=True)
-        for r, text in zip(group[args.validate:], texts[args.validate:]):
+        for r, text in zip(group[args.validate:], texts[args.validate:], strict=True):
             t = time.perf_counter()
             try:
                 old = extractor.extract(entry, text)
@@ -171,8 +172,9 @@ def main() -> None:
             row[f"old {old_path} {'right' if old_right else 'wrong' if old_right is False else '-'}"] += 1
             row[f"new {new_path} {'right' if new_right else 'wrong' if new_right is False else '-'}"] += 1
             margins = old.detail.get("margins") if old_path in ("choice", "free") else None
-            print(f"  {time.perf_counter() - t:5.1f}s old {old_path:6} {old_right!s:5}  new {new_path:18} {new_right!s:5}"
-                  + (f"  margins {dict((k, round(m, 2)) for k, m in margins.items())}" if margins else ""), flush=True)
+            shown = f"  margins { {k: round(m, 2) for k, m in margins.items()} }" if margins else ""
+            print(f"  {time.perf_counter() - t:5.1f}s old {old_path:6} {old_right!s:5}  "
+                  f"new {new_path:18} {new_right!s:5}{shown}", flush=True)
     print("\n== totals")
     for label, row in totals.items():
         print(label, dict(sorted(row.items())))
