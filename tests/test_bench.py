@@ -11,6 +11,7 @@ from minicache.bench import regenerate_report, run_benchmark
 from minicache.bench.data import BenchRequest, action_matches, load_jsonl, pad_context, select, webshop_gold
 from minicache.bench.methods import GENCACHE_SYSTEM, METHOD_NAMES, METHODS, GenCacheLike, PoT, build_method, canonical
 from minicache.bench.regenerate import main as regenerate_main
+from minicache.bench.report import accuracy_latency
 from minicache.bench.runner import group_purity, percentile, route_breakdown, same_requests, summarize
 from minicache.bench.stats import SEED, compare, compare_all, mcnemar_exact_p
 from minicache.sandbox import SandboxPool
@@ -426,3 +427,22 @@ def test_a_rerun_under_the_new_name_reads_back_rows_written_under_the_old_one(tm
     assert len(target.calls) == calls and list(again["methods"]) == ["pot", "gptcache-like"]
     assert len((out / "requests.jsonl").read_text().splitlines()) == len(rows)  # nothing served again
     assert again["paired"]["methods"]["gptcache-like"]["n"] == 12
+
+
+def test_the_accuracy_latency_plot_starts_at_zero_and_draws_each_methods_intervals():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = random.Random(3)
+    pot = paired_rows([rng.random() < 0.84 for _ in range(100)], [rng.uniform(5, 7) for _ in range(100)])
+    mc = paired_rows([rng.random() < 0.85 for _ in range(100)], [rng.uniform(0.5, 4) for _ in range(100)])
+    rows = {"pot": pot, "minicache": mc}
+    results = {"methods": {name: summarize(rs) for name, rs in rows.items()}}
+    fig, ax = plt.subplots()
+    accuracy_latency(ax, results, rows)
+    assert ax.get_xlim()[0] == 0 and ax.get_ylim() == (0, 1.02)  # not zoomed onto two points near 0.85
+    bars = [c for c in ax.containers if c.has_xerr and c.has_yerr]
+    assert len(bars) == 2  # one 95% interval cross per method with rows
+    plt.close(fig)
