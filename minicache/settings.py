@@ -36,8 +36,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from .errors import ConfigError
 
-__all__ = ["Setting", "Parsed", "Schema", "read_toml", "file_settings", "env_settings", "option_settings", "resolve",
-           "env_names"]
+__all__ = ["Setting", "Parsed", "Schema", "read_toml", "file_settings", "env_names", "env_settings", "option_settings",
+           "resolve", "build"]
 
 Schema = Mapping[str, Any]  # key -> leaf type | nested Schema | dataclass type (a table)
 Path_ = tuple[str, ...]

@@ -9,6 +9,7 @@ their arguments, help and error paths; the real-model guard keeps them off real 
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -182,7 +183,7 @@ def served(tmp_path, monkeypatch):
     monkeypatch.setattr(MiniCache, "local", local)
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: apps.append(self.config.app))
     monkeypatch.setenv("MINICACHE_CONFIG", str(tmp_path / "absent.toml"))
-    for name in [n for n in __import__("os").environ if n.startswith(("MINICACHE_ENGINE_", "MINICACHE_SERVER_"))]:
+    for name in [n for n in os.environ if n.startswith(("MINICACHE_ENGINE_", "MINICACHE_SERVER_"))]:
         monkeypatch.delenv(name)
     return apps
 
