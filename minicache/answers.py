@@ -31,7 +31,7 @@ class SolveResult:
     timings: dict[str, float] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=lambda: {"target": 0, "small": 0})
     similarity: float = 0.0
-    extraction: str | None = None
+    extraction: str | None = None  # how a hit's values were found (minicache.extraction.Method)
     fallback_reason: str | None = None
     answer_text: str = ""
     # StepCache (structured outputs): the stitched output, its steps, whether every check passed,

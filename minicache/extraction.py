@@ -100,6 +100,8 @@ def _anchor_words(text: str, cand: Candidate, width: int = 4) -> list[str]:
     return _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-width:]
 
 
+Method = Literal["rule", "align", "choice", "free"]  # how a hit's values were found; the last two use the model
+
 _WEAK_ANCHORS = {"of", "is", "at", "and", "the", "a", "for", "to", "by", "with", "in"}
 
 
@@ -307,7 +309,7 @@ def template_schema(template: list[Variable], candidates: list[float | int] | No
 @dataclass
 class Extraction:
     variables: dict[str, Any]
-    method: str  # "rule" | "choice" | "free"
+    method: Method
     seconds: float
     small_tokens: int = 0
     detail: dict[str, Any] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """The checks that make a hit trustworthy: a hit is served only when the cache can show it is right.
 
-The engine's hit path (``MiniCache._hit``) calls :class:`HitVerifier`; anything it cannot show raises
+The hit stage (:meth:`minicache.hit_path.HitPath.serve`) calls :class:`HitVerifier`; anything it cannot show raises
 :class:`HitRefused` and the request pays for a miss instead. Four layers, cheapest first (the whole
 story, with the reasons, is docs/hits.md):
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, stems
 from .errors import HitRefused  # re-exported
-from .extraction import Extraction, Extractor, apply_rule, check_types
+from .extraction import Extraction, Extractor, Method, apply_rule, check_types
 from .lifting import EXAMPLE_MARK
 from .store.base import Entry, Variable
 
@@ -255,8 +255,8 @@ class HitVerifier:
         aligned, partial = self.aligned(entry, text) if zero_model else (None, {})
         if by_rules is not None and aligned is not None and by_rules != aligned.values:
             raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}")
-        zero_model_values = ("rule", by_rules) if by_rules is not None else \
-            ("align", aligned.values) if aligned is not None else None
+        zero_model_values: tuple[Method, dict[str, Any]] | None = ("rule", by_rules) if by_rules is not None \
+            else ("align", aligned.values) if aligned is not None else None
         if zero_model_values is not None:
             method, values = zero_model_values
             checked = check_types(entry.template, values)

@@ -322,6 +322,36 @@ def test_the_groups_own_programs_add_examples_to_rule_learning(make):
     assert set(entry.rules) == {"principal", "rate_pct", "years"}
 
 
+def test_an_entrys_stored_records_keep_their_json_form_now_that_they_are_typed(make):
+    """Validation is a dataclass and rules are typed classes in the build; what the store holds is
+    the JSON entries already in users' files have: the same keys, rules as plain JSON objects."""
+    from minicache.extraction import parse_rule
+
+    rig = make()
+    results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    entry = rig.store.active_entry("default", results[0].group)
+    assert set(entry.validation) == {"extraction", "passed", "shared_prefix", "of", "source", "attempts",
+                                     "rule_examples", "profile", "held", "at"}
+    assert [set(a) for a in entry.validation["attempts"]] == [{"source", "ok", "error", "agreements"}]
+    assert entry.rules and all(type(rule) is dict for rule in entry.rules.values())
+    assert all(parse_rule(rule).to_json() == rule for rule in entry.rules.values())
+
+
+@pytest.mark.parametrize("small_mode", ["wrong", "raise"])
+def test_a_failed_builds_recorded_checks_say_what_each_example_got_or_why_not(make, small_mode):
+    rig = make(small=FakeSmall(mode=small_mode), admission=AdmissionConfig(enabled=False))
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    record = rig.store.group_failure("default", results[0].group)
+    assert record["checks"] and all(set(c) == {"example", "expected", "got", "variables", "error"}
+                                    for c in record["checks"])
+    for check in record["checks"]:
+        if small_mode == "wrong":  # extracted and ran, but to another answer
+            assert check["variables"] and check["got"] is not None and check["error"] is None
+        else:  # the small model failed: nothing extracted, nothing run
+            assert check["variables"] is None and check["got"] is None and "small model failed" in check["error"]
+    assert all(set(a) == {"source", "ok", "error"} for a in record["attempts"])
+
+
 def test_unparameterized_miss_programs_are_generalized_by_the_target(make):
     rig = make(target=FakeTarget(mode="constant"))
     results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
