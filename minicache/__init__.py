@@ -6,15 +6,25 @@ The public API is small; everything else lives in private-by-convention modules.
 from .config import Settings, build_backends, load_settings
 from .engine import EngineConfig, InvalidRequest, MiniCache, SolveError, SolveResult
 from .errors import (
+    AnswerError,
     BackendError,
     BackendResponseError,
     BackendTimeout,
     BackendUnavailable,
     ConfigError,
+    ExtractionError,
+    HitRefused,
     MiniCacheError,
     ModelFetchError,
     ModelFileError,
     ModelRequestsBlocked,
+    NotAStepTask,
+    ProgramError,
+    SandboxError,
+    SandboxUnavailable,
+    SandboxViolation,
+    StoreBusy,
+    StoreError,
 )
 from .models import Completion, FakeBackend, GenerationOptions, Message, ModelBackend, OpenAIBackend
 
@@ -27,6 +37,9 @@ __all__ = [
     "LlamaCppBackend",
     "MiniCacheError", "ConfigError", "ModelFileError", "ModelFetchError", "BackendError",
     "BackendUnavailable", "BackendTimeout", "BackendResponseError", "ModelRequestsBlocked",
+    # every one of them a MiniCacheError (minicache/errors.py)
+    "ExtractionError", "HitRefused", "ProgramError", "SandboxViolation", "SandboxError", "SandboxUnavailable",
+    "AnswerError", "NotAStepTask", "StoreError", "StoreBusy",
 ]
 
 
