@@ -43,7 +43,7 @@ MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
 # NFKC-normalizes it through `unicodedata`, which CPython imports on first use. After the seccomp
 # filter a child cannot open the extension module's file, so it is loaded here, in the zygote. It is
 # not importable by programs: the import hook and the policy admit only ALLOWED_MODULES.
-import unicodedata  # noqa: E402,F401
+import unicodedata  # noqa: E402,F401 - loaded here for the child, see above
 
 MAX_RESULT_CHARS = 65_536
 MAX_PRINT_CHARS = 8_192
@@ -216,11 +216,11 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
     else:
         try:
             reply = _run(_take_job(), python_layer)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 - the child must always reply
             reply = {"ok": False, "kind": "crash", "error": f"sandbox child could not read its job: {exc}"}
     try:
         data = _dumps(reply).encode()
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - a hostile result may break the encoder in any way
         data = b'{"ok": false, "kind": "result", "error": "the result cannot be encoded"}'
     if len(data) > MAX_REPLY_BYTES - _HEADER.size:
         data = b'{"ok": false, "kind": "result", "error": "the reply is too large"}'

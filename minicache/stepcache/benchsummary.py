@@ -169,7 +169,10 @@ def render(summary: dict[str, Any]) -> str:
     import datetime
 
     methods = summary["methods"]
-    stamp = lambda t: datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%H:%M")  # noqa: E731
+
+    def stamp(t: float) -> str:
+        return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%H:%M")
+
     refs = [m for m in ("no-reuse", "no-reuse+solver") if m in methods]
     lines = [f"# StepCache micro-benchmark summary (seeds {', '.join(map(str, summary['seeds']))})", "",
              "Correct = the independent checker (`minicache/stepcache/independent_check.py`, no code shared "

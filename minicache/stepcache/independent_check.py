@@ -75,7 +75,9 @@ def _chains(text: str, unknown: str) -> list[list[tuple[str, str]]]:
 
 def _balance(run: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """Drop a bracket that belongs to the prose around the run: '(so 3x = 15)' reads as '3x = 15'."""
-    opens = lambda r: sum(t == ("op", "(") for t in r) - sum(t == ("op", ")") for t in r)  # noqa: E731
+    def opens(r: list[tuple[str, str]]) -> int:
+        return sum(t == ("op", "(") for t in r) - sum(t == ("op", ")") for t in r)
+
     while run and run[0] == ("op", "(") and opens(run) > 0:
         run = run[1:]
     while run and run[-1] == ("op", ")") and opens(run) < 0:
