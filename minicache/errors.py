@@ -115,10 +115,6 @@ class StepParseError(MiniCacheError, ValueError):
     """Text is not a linear expression in the unknown (``stepcache.linear.ParseError``; a ValueError too)."""
 
 
-class StepUnreadable(MiniCacheError, ValueError):
-    """A side of an equation that is not arithmetic in the unknown (``stepcache.independent_check.Unreadable``)."""
-
-
 class SmokeCheckError(MiniCacheError):
     """The llama.cpp build could not load a model and decode one token on this machine."""
 

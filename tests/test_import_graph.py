@@ -210,19 +210,18 @@ def test_every_error_is_a_minicache_error_and_old_import_paths_still_work():
     from minicache.models.smoke import SmokeCheckError
     from minicache.sandbox import SandboxError, SandboxUnavailable, SandboxViolation
     from minicache.stepcache import NotAStepTask
-    from minicache.stepcache.independent_check import Unreadable
     from minicache.stepcache.linear import ParseError
     from minicache.synthesis import ProgramShapeError
 
     classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, BaseException)]
     assert len(classes) > 20 and all(issubclass(c, errors.MiniCacheError) for c in classes)
     assert (ExtractionError, HitRefused, SmokeCheckError, SandboxError, SandboxUnavailable, SandboxViolation,
-            NotAStepTask, Unreadable, ParseError, ProgramShapeError) == (
+            NotAStepTask, ParseError, ProgramShapeError) == (
         errors.ExtractionError, errors.HitRefused, errors.SmokeCheckError, errors.SandboxError,
-        errors.SandboxUnavailable, errors.SandboxViolation, errors.NotAStepTask, errors.StepUnreadable,
+        errors.SandboxUnavailable, errors.SandboxViolation, errors.NotAStepTask,
         errors.StepParseError, errors.ProgramShapeError)
     # Callers that caught ValueError for these keep working.
-    assert all(issubclass(c, ValueError) for c in (ParseError, Unreadable, ProgramShapeError))
+    assert all(issubclass(c, ValueError) for c in (ParseError, ProgramShapeError))
     # A value that is not an answer is not a sandbox failure; both are a program's failure.
     assert not issubclass(errors.AnswerError, errors.SandboxError)
     program_errors = set(errors.ProgramError.__subclasses__())

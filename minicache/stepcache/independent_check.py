@@ -24,8 +24,6 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from ..errors import StepUnreadable as Unreadable  # re-exported under its old name
-
 TOLERANCE = Fraction(1, 100)
 _TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z]+)|(\S))")
 _OPERATORS = {"+": "+", "-": "-", "−": "-", "–": "-", "*": "*", "×": "*", "·": "*", "/": "/", "÷": "/",
@@ -85,6 +83,12 @@ def _balance(run: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return run
 
 
+class _Unreadable(ValueError):
+    """A side of an equation that is not arithmetic in the unknown. Control flow inside this module
+    (``_holds`` turns it into a verdict); not in minicache.errors, since this module imports nothing
+    of MiniCache by design (tests/test_stepcache_bench.py pins that)."""
+
+
 class _Evaluator:
     """sum := prod (('+'|'-') prod)* ; prod := unary (('*'|'/'|juxtaposition) unary)* ;
     unary := ('+'|'-') unary | number | unknown | '(' sum ')'   -- evaluated at one value."""
@@ -94,10 +98,10 @@ class _Evaluator:
 
     def run(self) -> Fraction:
         if not self.tokens:
-            raise Unreadable("an empty side")
+            raise _Unreadable("an empty side")
         result = self._sum()
         if self.pos != len(self.tokens):
-            raise Unreadable(f"unexpected {self.tokens[self.pos][1]!r}")
+            raise _Unreadable(f"unexpected {self.tokens[self.pos][1]!r}")
         return result
 
     def _next(self) -> tuple[str, str] | None:
@@ -120,7 +124,7 @@ class _Evaluator:
                 self.pos += 1
                 factor = self._unary()
                 if tok[1] == "/" and factor == 0:
-                    raise Unreadable("division by zero")
+                    raise _Unreadable("division by zero")
                 total = total * factor if tok[1] == "*" else total / factor
             elif tok is not None and (tok[0] in ("num", "var") or tok == ("op", "(")):
                 total *= self._unary()  # 3x, 2(x + 1)
@@ -130,7 +134,7 @@ class _Evaluator:
     def _unary(self) -> Fraction:
         tok = self._next()
         if tok is None:
-            raise Unreadable("the side ends early")
+            raise _Unreadable("the side ends early")
         self.pos += 1
         if tok in (("op", "+"), ("op", "-")):
             inner = self._unary()
@@ -142,10 +146,10 @@ class _Evaluator:
         if tok == ("op", "("):
             inner = self._sum()
             if self._next() != ("op", ")"):
-                raise Unreadable("a '(' is not closed")
+                raise _Unreadable("a '(' is not closed")
             self.pos += 1
             return inner
-        raise Unreadable(f"unexpected {tok[1]!r}")
+        raise _Unreadable(f"unexpected {tok[1]!r}")
 
 
 def _sides(run: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
@@ -166,7 +170,7 @@ def _holds(line: str, unknown: str, value: Fraction) -> str | None:
             continue  # 'x =' followed by prose: no equation to check
         try:
             values = [_Evaluator(side, value).run() for side in sides]
-        except Unreadable as exc:
+        except _Unreadable as exc:
             return f"cannot read an equation in {line!r}: {exc}"
         for left, right in itertools.pairwise(values):
             if abs(left - right) > TOLERANCE * max(Fraction(1), abs(right)):
