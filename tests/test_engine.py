@@ -742,6 +742,30 @@ def test_an_evicted_entry_is_rebuilt_from_the_groups_examples_and_serves_again(m
     assert hit.route == "hit" and hit.entry_id == rebuilt.id
 
 
+def test_a_running_background_build_is_shown_by_the_engine_and_the_dashboards_reader(tmp_path, sandbox):
+    from minicache.server.dashboard.views import building
+
+    store = SQLiteStore(tmp_path / "running.db")
+    config = EngineConfig(background_builds=True, admission=AdmissionConfig(enabled=False))
+    release = threading.Event()
+    with MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), config=config,
+                   sandbox=sandbox) as mc:
+        build_locked = mc.builder._build_locked
+
+        def held(tenant, group_id):
+            release.wait(30)
+            return build_locked(tenant, group_id)
+
+        mc.builder._build_locked = held  # type: ignore[method-assign]
+        group = [mc.solve(CURRENT_RATIO.ask(*values)) for values in CR_VALUES[:3]][0].group
+        assert mc.building_groups("default") == {group} == building(mc, "default")
+        assert mc.building_groups("other") == set()
+        release.set()
+        mc.wait_for_builds(timeout=30)
+        assert mc.building_groups("default") == set() == building(mc, "default")
+        assert store.active_entry("default", group) is not None
+
+
 def test_a_background_build_that_raises_is_counted_logged_and_shown(tmp_path, sandbox, caplog, monkeypatch):
     store = SQLiteStore(tmp_path / "bg.db")
     config = EngineConfig(background_builds=True, admission=AdmissionConfig(enabled=False))
