@@ -267,6 +267,21 @@ def test_bench_runs_a_stream_on_the_runtimes_models(tmp_path):
     assert len(lines) == 10 and (out / "report.md").read_text() in result.stdout
 
 
+def test_bench_inline_builds_give_hits_at_fixed_places(tmp_path):
+    """--inline-builds builds on the request that triggers the build, so the routes of a stream are the
+    same on every run (the before/after comparisons of a refactor need that)."""
+    dataset = tmp_path / "cr.jsonl"
+    rows = [{"id": f"cr{i}", "question": CURRENT_RATIO.ask(*v), "answer": CURRENT_RATIO.answer(*v), "group": "cr"}
+            for i, v in enumerate(CR_VALUES[:5])]
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "bench"
+    result = cli("bench", "--dataset", str(dataset), "--methods", "minicache", "--inline-builds", "--out", str(out))
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert [r["route"] for r in lines] == ["miss", "miss", "miss", "hit", "hit"]
+    assert json.loads((out / "results.json").read_text())["config"]["background_builds"] is False
+
+
 # -- solve, run and stats on both stores ------------------------------------------------------------
 
 
