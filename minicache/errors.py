@@ -85,7 +85,7 @@ class SandboxError(ProgramError):
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable"
+        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable" | "busy"
 
 
 class SandboxUnavailable(SandboxError):

@@ -134,6 +134,23 @@ def test_the_wall_clock_takes_the_zygote_and_the_pool_keeps_serving():
         assert p.stats["timeouts"] == 1 and p.stats["replaced"] == 1
 
 
+def test_a_worker_whose_request_raises_something_else_is_replaced_not_lost():
+    """Only SandboxError used to return a failed worker to the pool; any other exception (an interrupt,
+    a bug) kept it out for good, and after `size` of them every run waited 60 s and failed."""
+    with SandboxPool(size=1, timeout_s=5.0, cpu_s=1.0, memory_mb=256) as p:
+        worker = p._idle.queue[0]
+
+        def broken(job, wall):
+            raise RuntimeError("not a sandbox error")
+
+        worker.request = broken
+        with pytest.raises(RuntimeError):
+            p.run(wrap("return 1"))
+        began = time.monotonic()
+        assert p.run(wrap("return 6 * 7")).value == 42  # a fresh worker, without the 60 s wait
+        assert time.monotonic() - began < 30 and p.stats["replaced"] == 1 and worker.pid not in p.workers
+
+
 def _waiting_child(zygote: int) -> int:
     """The child the zygote has forked for the next job (it forks right after the previous one ends)."""
     deadline = time.monotonic() + 10

@@ -306,12 +306,19 @@ class SandboxPool:
             json.dumps(job)
         except (TypeError, ValueError) as exc:
             raise SandboxError(f"arguments are not JSON-serializable: {exc}") from exc
-        worker = self._idle.get(timeout=60)
+        try:
+            worker = self._idle.get(timeout=60)
+        except queue.Empty:
+            raise SandboxError("no sandbox worker became free within 60 s", kind="busy") from None
         began = time.perf_counter()
         try:
             reply = worker.request(job, wall)
         except SandboxError as exc:  # the wall clock ran out, or the zygote failed: start another
             self._count("timeouts" if exc.kind == "timeout" else "crashes")
+            self._replace(worker)
+            raise
+        except BaseException:  # anything else (an interrupt, a bug): the worker's state is unknown, so
+            self._count("crashes")  # it is replaced too; kept out of the pool, it would be lost for good
             self._replace(worker)
             raise
         self._idle.put(worker)
