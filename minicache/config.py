@@ -51,7 +51,7 @@ from .settings import (
 )
 
 if TYPE_CHECKING:
-    from .engine import EngineConfig
+    from .engine_config import EngineConfig
 
 ROLES = ("target", "small")
 SPECULATIVE = ("none", "small", "lookup")
@@ -84,7 +84,7 @@ class Settings:
 
 def file_schema() -> Schema:
     """The keys of the config file (imported lazily: the engine imports this module's users)."""
-    from .engine import EngineConfig
+    from .engine_config import EngineConfig
 
     return {"target": ROLE_KEYS, "small": ROLE_KEYS, "speculative": str, "n_ctx": int, "engine": EngineConfig}
 
@@ -135,7 +135,7 @@ def load_engine_config(path: Path | None = None, env: Mapping[str, str] | None =
                        extra: Sequence[Setting] = (), options: Sequence[str] = ()) -> EngineConfig:
     """The engine's options: defaults < the config file's ``[engine]`` < ``extra`` (another file's
     settings, e.g. ``serve --config``) < ``MINICACHE_ENGINE_*`` < ``--engine-option KEY=VALUE``."""
-    from .engine import EngineConfig
+    from .engine_config import EngineConfig
 
     env = os.environ if env is None else env
     layer, _ = _file_layer(path)

@@ -74,8 +74,6 @@ class MiniCache:
         self.builder = Builder(target, self.sandbox, self.store, self.extractor, self.events, self.admission,
                                self.config, owner=new_id("replica"))
         self.builds = BuildQueue(self.builder, self._worker, self.config)
-        # The dashboard reads these two (minicache.server.dashboard.views.building); prefer building_groups.
-        self._building, self._build_lock = self.builds.running, self.builds.lock
         self.steps = StepCache(target, self.store, embedder, self.config.step)
 
     @classmethod
@@ -157,7 +155,7 @@ class MiniCache:
                         self.store.bump(tenant, "hit_refusals")
                 except (ExtractionError, ProgramError) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
-                    if not no_store:
+                    if not no_store and getattr(exc, "kind", "") != "busy":  # a full pool is not the entry's fault
                         self.hits.count_failure(tenant, entry, question, fallback_reason)
         result = self.miss.solve(decision.group_id, question, context, timings, tenant, record=not no_store,
                                  new_group=decision.new_group, label=group)

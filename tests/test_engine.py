@@ -433,6 +433,28 @@ def test_failing_extraction_falls_back_to_the_target_and_evicts_after_max_failur
     assert after.route == "miss"
 
 
+@pytest.mark.parametrize(("kind", "failures"), [("busy", 0), ("error", 1)])
+def test_a_busy_sandbox_on_a_hit_falls_back_without_counting_against_the_entry(make, monkeypatch, kind, failures):
+    """A pool with no free worker says nothing about the entry's program; a program error does."""
+    from minicache.errors import SandboxError
+
+    rig = make()
+    warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    entry = rig.store.list_entries("default", "active")[0]
+    run, calls = rig.mc.sandbox.run, []
+
+    def first_call_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # the hit's run; the miss that follows runs normally
+            raise SandboxError("no sandbox worker became free within 60 s", kind=kind)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(rig.mc.sandbox, "run", first_call_fails)
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[3])
+    assert result.route == "fallback" and result.fallback_reason.startswith("SandboxError")
+    assert rig.store.get_entry("default", entry.id).failures == failures
+
+
 @pytest.mark.parametrize("mode", ["raise", "invalid_json", "not_object", "missing", "string"])
 def test_template_the_small_model_cannot_fill_falls_back_cleanly(make, mode):
     rig = make(use_rules=False)

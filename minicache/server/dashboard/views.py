@@ -134,14 +134,10 @@ def bar_chart(series: list[tuple[int, dict[str, float]]], unit: str) -> dict[str
 
 # -- groups -------------------------------------------------------------------------------------
 def building(engine: Any, tenant: str) -> set[str]:
-    """Groups of ``tenant`` with a build queued or running in this process. The engine keeps these
-    futures in ``_building`` and has no accessor for them; this only reads them, under its lock."""
-    lock, futures = getattr(engine, "_build_lock", None), getattr(engine, "_building", None)
-    if lock is None or futures is None:
-        return set()
-    with lock:
-        items = list(futures.items())
-    return {group for (t, group), future in items if t == tenant and not future.done()}
+    """Groups of ``tenant`` with a build queued or running in this process (none for an engine that
+    does not build here)."""
+    groups = getattr(engine, "building_groups", None)
+    return set(groups(tenant)) if groups is not None else set()
 
 
 def group_status(group: Group, entry: Entry | None, now: float, builds: set[str]) -> str:
