@@ -134,7 +134,8 @@ class Builder:
         held, must = validation_set(examples, failure, self.config.validate_n)
         # Values that vary cannot be in the boilerplate every request of the group starts with.
         prefix = shared_prefix([request_text(ex.question, ex.context) for ex in held])
-        candidates, split = self.own_candidates(examples, prefix)
+        newest = examples[max(len(examples) - self.config.build_compare, 0):]  # oldest first in the store
+        candidates, split = self.own_candidates(newest, prefix)
         feedback = failure.get("feedback") if failure else None
         attempts: list[Attempt] = []
         failed_checks: list[Check] = []

@@ -24,6 +24,10 @@ class EngineConfig:
     max_build_failures: int = 3
     build_candidates: int = 2  # the group's own programs (lifted) validated per build, best first ...
     build_retries: int = 1  # ... then this many target generalization attempts
+    # The newest examples whose programs are lifted and compared with each other in a build: that
+    # model-free step runs candidates x examples programs, so a group that kept failing (and kept
+    # gathering examples) would otherwise make each build slower, quadratically.
+    build_compare: int = 12
     background_builds: bool = True
     lookup_draft: bool = False  # draft the miss program from the group's last program (bench-spec decides)
     use_rules: bool = True

@@ -316,6 +316,24 @@ def test_build_prefers_the_program_the_other_examples_agree_with(make):
     assert ask(rig, CURRENT_RATIO, CR_VALUES[3]).route == "hit"
 
 
+def test_a_build_compares_only_the_newest_build_compare_examples(make, monkeypatch):
+    """Comparing programs runs candidates x examples programs: a group that gathered many examples
+    (failing builds, back-off) must not make each build quadratically slower."""
+    rig = make(build_after=6, build_compare=4)
+    seen: list[list[str]] = []
+    own = rig.mc.builder.own_candidates
+
+    def recording(examples, prefix):
+        seen.append([ex.id for ex in examples])
+        return own(examples, prefix)
+
+    monkeypatch.setattr(rig.mc.builder, "own_candidates", recording)
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:6])
+    stored = [ex.id for ex in rig.store.examples("default", results[0].group)]
+    assert len(stored) == 6 and seen == [stored[-4:]]  # the newest four, oldest first
+    assert rig.store.active_entry("default", results[0].group) is not None
+
+
 def test_the_groups_own_programs_add_examples_to_rule_learning(make):
     rig = make(build_after=4)
     results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:4])
