@@ -34,6 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,9 @@ class Admission:
         self._arrivals: dict[str, Counter[str]] = {}  # tenant -> group -> arrivals
         self._hist: dict[str, Counter[int]] = {}  # tenant -> arrivals -> groups with that many
         self._lock = threading.Lock()
+        # Told of every finished build (seconds, ok), outside the lock: lets a benchmark record each
+        # build with the request it finished before, so a later process can replay it (``replay``).
+        self.on_build: Callable[[float, bool], None] | None = None
 
     # -- observations ------------------------------------------------------------------------
     def observe_request(self, tenant: str, group_id: str, route: str, seconds: float) -> None:
@@ -106,6 +110,28 @@ class Admission:
                 self.builds_ok += 1
             else:
                 self.builds_failed += 1
+        if self.on_build is not None:
+            self.on_build(seconds, ok)
+
+    def replay(self, events: Iterable[tuple[Any, ...]]) -> None:
+        """Restore the estimates of an earlier process from what it observed, in order: each event is
+        ``("request", tenant, group_id, route, seconds)`` or ``("build", seconds, ok)``.
+
+        Why re-observe instead of loading saved numbers: the state is then by construction the one
+        the earlier process reached (same EWMAs, counts, histogram, warm-up), there is no second
+        format to keep in step with the estimates, and a caller that keeps its own record of the
+        observations (a benchmark's request rows) needs nothing else saved. ``on_build`` is not told."""
+        hook, self.on_build = self.on_build, None
+        try:
+            for event in events:
+                if event[0] == "request":
+                    self.observe_request(*event[1:])
+                elif event[0] == "build":
+                    self.observe_build(*event[1:])
+                else:
+                    raise ValueError(f"unknown admission event {event[0]!r}")
+        finally:
+            self.on_build = hook
 
     def arrivals(self, tenant: str, group_id: str) -> int:
         with self._lock:

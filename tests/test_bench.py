@@ -7,12 +7,21 @@ import random
 
 import pytest
 
+from minicache.admission import Admission, AdmissionConfig
 from minicache.bench import regenerate_report, run_benchmark
 from minicache.bench.data import BenchRequest, action_matches, load_jsonl, pad_context, select, webshop_gold
 from minicache.bench.methods import GENCACHE_SYSTEM, METHOD_NAMES, METHODS, GenCacheLike, PoT, build_method, canonical
 from minicache.bench.regenerate import main as regenerate_main
 from minicache.bench.report import accuracy_latency
-from minicache.bench.runner import group_purity, percentile, route_breakdown, same_requests, summarize
+from minicache.bench.runner import (
+    group_purity,
+    percentile,
+    read_done,
+    record_stream,
+    route_breakdown,
+    same_requests,
+    summarize,
+)
 from minicache.bench.stats import SEED, compare, compare_all, mcnemar_exact_p
 from minicache.sandbox import SandboxPool
 from minicache.synthesis import answers_match
@@ -446,3 +455,124 @@ def test_the_accuracy_latency_plot_starts_at_zero_and_draws_each_methods_interva
     bars = [c for c in ax.containers if c.has_xerr and c.has_yerr]
     assert len(bars) == 2  # one 95% interval cross per method with rows
     plt.close(fig)
+
+
+# -- long runs in chunks: minicache's admission carried from one call to the next -------------------
+
+def _long_dataset(tmp_path):
+    """16 requests of two groups (every value set of the fakes)."""
+    lines = [{"id": f"cr{i}", "question": CURRENT_RATIO.ask(*v), "answer": CURRENT_RATIO.answer(*v), "group": "cr"}
+             for i, v in enumerate(CR_VALUES)]
+    lines += [{"id": f"si{i}", "question": SIMPLE_INTEREST.ask(*v), "answer": SIMPLE_INTEREST.answer(*v),
+               "group": "si"} for i, v in enumerate(SI_VALUES)]
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    return path
+
+
+def _minicache_routes(out):
+    """(request, route, group) per minicache row; groups by order of first appearance (ids are random)."""
+    rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    order: dict[str, int] = {}
+    return [(r["id"], r["detail"]["route"], order.setdefault(r["detail"]["group"], len(order)))
+            for r in rows if r["method"] == "minicache"]
+
+
+def _whole_and_chunked(tmp_path, admission):
+    """The same stream through pot and minicache in one call, and in calls of 4 more requests each."""
+    dataset = _long_dataset(tmp_path)
+    with SandboxPool(size=2) as sandbox:
+        kwargs = dict(dataset=str(dataset), methods=["pot", "minicache"], small=FakeSmall(), embedder=HashEmbedder(),
+                      seed=2, sandbox=sandbox, command="test", background_builds=False, admission=admission)
+        whole = run_benchmark(target=FakeTarget(), out=tmp_path / "whole", **kwargs)
+        for limit in (4, 8, 12, 16):
+            chunked = run_benchmark(target=FakeTarget(), out=tmp_path / "chunks", limit=limit, **kwargs)
+    return whole["methods"]["minicache"], chunked["methods"]["minicache"]
+
+
+def test_a_stream_run_in_chunks_takes_the_same_routes_as_one_continuous_run(tmp_path):
+    """Once warmed up (3 requests), admission's estimates reject every build here: with no build
+    measured yet a build is priced at 100 misses (build_prior), which no arrival count pays back, and
+    the sign does not depend on the measured seconds. A chunk that forgot the earlier requests would
+    be in its warm-up again, where build_after alone decides, and would build and hit."""
+    whole, chunked = _whole_and_chunked(tmp_path, AdmissionConfig(warmup_requests=3, build_prior=100.0))
+    routes = _minicache_routes(tmp_path / "whole")
+    assert len(routes) == 16 and {route for _, route, _ in routes} == {"miss"}
+    assert whole["engine_stats"]["builds_ok"] == 0
+    assert _minicache_routes(tmp_path / "chunks") == routes
+    assert chunked["n"] == 16 and chunked["engine_stats"]["builds_ok"] == 0
+
+
+def test_a_stream_that_builds_and_hits_takes_the_same_routes_in_chunks(tmp_path):
+    """Builds admitted (a long warm-up): entries, rules and the route index come back from the store
+    in each chunk, and the hits fall on the same requests as in one run."""
+    whole, chunked = _whole_and_chunked(tmp_path, AdmissionConfig(warmup_requests=1000))
+    routes = _minicache_routes(tmp_path / "whole")
+    assert whole["engine_stats"]["builds_ok"] >= 2 and sum(route == "hit" for _, route, _ in routes) >= 5
+    assert _minicache_routes(tmp_path / "chunks") == routes
+    assert chunked["engine_stats"]["builds_ok"] == whole["engine_stats"]["builds_ok"]
+    assert chunked["build_compute_s"] > 0 and chunked["tail_builds"]["builds"] == []
+
+
+def _admission_state(a: Admission):
+    return (a.miss.value, a.miss.n, a.hit.value, a.hit.n, a.build.value, a.build.n, a.builds_ok, a.builds_failed,
+            a.requests, a.build_s_total, {t: dict(c) for t, c in a._arrivals.items()},
+            {t: dict(c) for t, c in a._hist.items()})
+
+
+def _rows_in_stream_order(path, stream):
+    done = read_done(path)
+    return [done[("minicache", str(r.id))] for r in stream]
+
+
+def test_resume_restores_exactly_the_admission_state_the_rows_were_served_with(tmp_path):
+    """Builds, hits and misses: a fresh engine resumed from the rows (and the builds after the last
+    row) holds the same estimates, to the bit, as the engine that served them."""
+    stream = select(load_jsonl(_long_dataset(tmp_path)), limit=None, groups=None, seed=2)
+    with SandboxPool(size=2) as sandbox:
+        def make(path, background):
+            return build_method("minicache", FakeTarget(), FakeSmall(), sandbox, HashEmbedder(), str(path),
+                                background_builds=background, admission=AdmissionConfig(warmup_requests=1000))
+
+        for background in (False, True):
+            served = make(tmp_path / f"served{background}.db", background)
+            rows = record_stream(served, stream, tmp_path / f"requests{background}.jsonl")
+            served.engine.wait_for_builds()
+            tail = served.tail()
+            assert served.engine.admission.builds_ok >= 2 and any(r["route"] == "hit" for r in rows)
+            resumed = make(tmp_path / f"resumed{background}.db", background)
+            resumed.resume(_rows_in_stream_order(tmp_path / f"requests{background}.jsonl", stream), tail)
+            assert _admission_state(resumed.engine.admission) == _admission_state(served.engine.admission)
+            for m in (served, resumed):
+                m.engine.close()
+
+
+def test_builds_after_the_last_row_are_replayed_once_and_carried_into_the_next_row(tmp_path):
+    dataset = _long_dataset(tmp_path)
+    stream = select(load_jsonl(dataset), limit=None, groups=None, seed=2)
+    timings = {"route_s": 0.5, "miss_s": 1.5, "total_s": 2.5}
+    first = {"id": stream[0].id, "detail": {"route": "miss", "group": "g1", "timings": timings,
+                                            "builds": [[3.0, True]]}}
+    second = {"id": stream[1].id, "detail": {"route": "miss", "group": "g1", "timings": timings,
+                                             "builds": [[4.0, False]]}}
+    tail = {"after": stream[0].id, "builds": [[4.0, False]]}  # the tail the second row then recorded
+    with SandboxPool(size=2) as sandbox:
+        def make():
+            return build_method("minicache", FakeTarget(), FakeSmall(), sandbox, HashEmbedder(),
+                                str(tmp_path / f"mc{random.random()}.db"), background_builds=False)
+
+        later = make()
+        later.resume([first, second], tail)  # a row came after the tail: it is in that row, once
+        a = later.engine.admission
+        assert (a.build.n, a.builds_ok, a.builds_failed, a.requests, a.arrivals("default", "g1")) == (2, 1, 1, 2, 2)
+        assert a.miss.value == pytest.approx(2.0) and a.build_s_total == pytest.approx(7.0)
+
+        next_chunk = make()
+        next_chunk.resume([first], tail)  # the tail is the last thing observed: replayed, then carried
+        a = next_chunk.engine.admission
+        assert (a.build.n, a.builds_ok, a.builds_failed, a.requests) == (2, 1, 1, 1)
+        out = next_chunk.solve(stream[1])
+        assert out.detail["builds"] == [[4.0, False]] and out.detail["build_s"] == 4.0
+        assert next_chunk.tail() == {"after": stream[1].id, "builds": []}
+        for m in (later, next_chunk):
+            m.engine.close()

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..admission import AdmissionConfig
 from .data import SEEDED, load, pad_context, select
-from .methods import METHODS, Method, build_method, canonical
+from .methods import METHODS, Method, MiniCacheMethod, build_method, canonical
 from .report import reference, write_report
 from .runner import group_purity, machine, read_done, record_stream, summarize, throughput
 from .stats import compare_all
@@ -27,13 +28,19 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
                   throughput_requests: int = 24, throughput_methods: tuple[str, ...] = ("pot", "minicache"),
                   pad_tokens: list[int] | None = None, pad_requests: int = 20, use_group_labels: bool = False,
                   sandbox=None, command: str = "", subset: dict[str, int] | None = None,
-                  background_builds: bool = True) -> dict[str, Any]:
+                  background_builds: bool = True, admission: AdmissionConfig | None = None) -> dict[str, Any]:
     """Run each method over the same shuffled stream and write results.json, requests.jsonl, report.md, plots.
 
     ``subset`` limits a method to the first N requests of the stream (e.g. the slower baselines).
     ``background_builds``: minicache builds while the stream continues, as in serving (False: on
     the request that triggers them, for runs that must give the same routes every time and tests
     that need hits at fixed places in a short stream).
+    ``admission``: minicache's build admission (tests shorten its warm-up).
+
+    A rerun with a larger ``limit`` continues the stream (a long run in chunks, e.g.
+    ``scripts/bench_chunks.sh``): rows already recorded are read back, and minicache's admission
+    estimates are restored from them (``MiniCacheMethod.resume``) so the next chunk decides as one
+    continuous run would. The store in ``out`` keeps the groups, examples and entries.
     Method names may be given by their earlier spellings (``gptcache``): see ``methods.ALIASES``.
     """
     from ..sandbox import SandboxPool
@@ -69,10 +76,13 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     all_rows: dict[str, list[dict[str, Any]]] = {}
     for name in methods:
         method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels,
-                                      background_builds)
+                                      background_builds, admission)
         requests = stream[: subset[name]] if subset and name in subset else stream
         recorded = read_done(requests_path)
         serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
+        if isinstance(method, MiniCacheMethod):  # what the earlier chunks' engine had learnt
+            method.resume([recorded[(name, str(r.id))] for r in requests if (name, str(r.id)) in recorded],
+                          results["methods"].get(name, {}).get("tail_builds"))
         with _bar(len(requests), name) as bar:
             rows = record_stream(method, requests, requests_path, progress=bar.update)
         block = summarize(rows)
@@ -80,6 +90,8 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
             block["routing"] = group_purity(rows)
             engine = method.engine  # type: ignore[attr-defined]
             engine.wait_for_builds()  # background builds still running end here, before any snapshot
+            # Builds that finished after the last row: the next chunk's first row records them.
+            block["tail_builds"] = method.tail()  # type: ignore[attr-defined]
             block["build_compute_s"] = engine.admission.build_s_total  # rows' detail.build_s, plus the tail
             previous_stats = results["methods"].get(name, {}).get("engine_stats")
             # A snapshot after the stream, before throughput and padding. The sandbox counters live

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..admission import AdmissionConfig
 from ..engine import EngineConfig, MiniCache, SolveError, check_answer
 from ..errors import ProgramError
 from ..models.base import GenerationOptions, Message, ModelBackend
@@ -241,32 +242,79 @@ class GenCacheLike:
 
 
 class MiniCacheMethod:
+    """The engine as a benchmark method. Each row records the builds that finished since the previous
+    row (``detail.builds``: [seconds, ok] each; ``detail.build_s`` is their sum), so that a later
+    process can restore the engine's admission estimates from the rows alone (``resume``)."""
+
     name = "minicache"
 
     def __init__(self, engine: MiniCache, use_group_labels: bool = False) -> None:
         self.engine = engine
         self.use_group_labels = use_group_labels
-        self._build_s = 0.0
+        self._builds: list[list[Any]] = []  # finished since the last row: [seconds, ok]
+        self._lock = threading.Lock()
+        self.last_id: str | None = None  # the last request served (or read back) in the stream
+        engine.admission.on_build = self._built
 
-    def _builds_since(self) -> float:
-        """Seconds of background builds that finished since the last request (they ran while the
-        stream continued, slowing the requests they overlapped: reported, not hidden)."""
-        total = self.engine.admission.build_s_total
-        done, self._build_s = total - self._build_s, total
+    def _built(self, seconds: float, ok: bool) -> None:
+        with self._lock:  # background builds finish on the engine's worker thread
+            self._builds.append([seconds, ok])
+
+    def _take_builds(self) -> list[list[Any]]:
+        """The builds that finished since the last row (they ran while the stream continued, slowing
+        the requests they overlapped: reported, not hidden)."""
+        with self._lock:
+            done, self._builds = self._builds, []
         return done
+
+    def tail(self) -> dict[str, Any]:
+        """After the stream (and ``engine.wait_for_builds``): the builds no row recorded, and the
+        request they came after. The next chunk's ``resume`` carries them into its first row."""
+        return {"after": self.last_id, "builds": self._take_builds()}
+
+    def resume(self, rows: list[dict[str, Any]], tail: dict[str, Any] | None = None) -> None:
+        """Restore the admission estimates a process that served ``rows`` (this method's read-back
+        rows, in stream order) had reached, so the next chunk of a stream decides as one continuous
+        run would (``Admission.replay``). ``tail`` is the previous chunk's ``tail()``: its builds are
+        replayed only if no row was recorded after it (else the next row already holds them), and
+        are carried into the next row served."""
+        events: list[tuple[Any, ...]] = []
+        for row in rows:
+            detail = row.get("detail") or {}
+            if "builds" in detail:
+                events += [("build", float(s), bool(ok)) for s, ok in detail["builds"]]
+            elif detail.get("build_s"):  # a row written before builds were recorded one by one: their
+                events.append(("build", float(detail["build_s"]), True))  # sum, as one build, taken as ok
+            route, timings = detail.get("route"), detail.get("timings") or {}
+            if route in ("hit", "miss", "fallback") and detail.get("group"):
+                # The same seconds the engine observed: the stages' timings, without total_s.
+                events.append(("request", "default", detail["group"], route,
+                               sum(v for k, v in timings.items() if k != "total_s")))
+        carried = tail["builds"] if tail and rows and tail.get("after") == str(rows[-1]["id"]) else []
+        events += [("build", float(s), bool(ok)) for s, ok in carried]
+        self.engine.admission.replay(events)
+        with self._lock:
+            self._builds = [list(b) for b in carried] + self._builds
+        if rows:
+            self.last_id = str(rows[-1]["id"])
 
     def solve(self, r: BenchRequest) -> Outcome:
         try:
             res = self.engine.solve(r.question, r.context, group=r.group if self.use_group_labels else None)
         except SolveError as exc:
-            return Outcome(None, "error", detail={"error": str(exc), "build_s": self._builds_since()})
+            builds = self._take_builds()
+            return Outcome(None, "error", detail={"error": str(exc), "build_s": sum(b[0] for b in builds),
+                                                  "builds": builds})
+        finally:
+            self.last_id = str(r.id)
         answer: Any = res.answer
         if r.kind == "action":
             answer = parse_action(answer) if isinstance(answer, str) else answer
+        builds = self._take_builds()
         return Outcome(answer, "hit" if res.route == "hit" else "miss", res.tokens["target"], res.tokens["small"],
                        {"route": res.route, "group": res.group, "extraction": res.extraction,
                         "timings": res.timings, "fallback_reason": res.fallback_reason,
-                        "build_s": self._builds_since()})
+                        "build_s": sum(b[0] for b in builds), "builds": builds})
 
 
 class NoReuse:
@@ -332,7 +380,9 @@ def canonical(name: str) -> str:
 
 
 def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
-                 store_path: str, use_group_labels: bool = False, background_builds: bool = True) -> Method:
+                 store_path: str, use_group_labels: bool = False, background_builds: bool = True,
+                 admission: AdmissionConfig | None = None) -> Method:
+    """``admission``: minicache's build admission (default: ``AdmissionConfig()``, as in serving)."""
     name = canonical(name)
     pot = PoT(target, sandbox)
     if name == "direct":
@@ -352,7 +402,8 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
         # Builds run in the background as in serving, while the stream continues (issue 18).
         engine = MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
                            config=EngineConfig(background_builds=background_builds,
-                                               audit_rate=float(os.environ.get("MINICACHE_AUDIT_RATE", "0"))))
+                                               audit_rate=float(os.environ.get("MINICACHE_AUDIT_RATE", "0")),
+                                               admission=admission or AdmissionConfig()))
         return MiniCacheMethod(engine, use_group_labels)
     if name == "no-reuse":
         return NoReuse(target, EngineConfig().step.max_tokens)
