@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
@@ -186,6 +187,11 @@ class MiniCache:
     def building_groups(self, tenant: str) -> set[str]:
         """The tenant's groups with a build queued or running in this process."""
         return self.builds.building(tenant)
+
+    def warm_routing(self, tenants: Iterable[str]) -> dict[str, float]:
+        """Load these tenants' routing indexes now (seconds each): a load reads the tenant's whole
+        history, which a request should not wait for. The server calls this at start-up."""
+        return self.router.warm(tenants)
 
     def wait_for_builds(self, timeout: float | None = None) -> None:
         self.builds.wait(timeout)

@@ -4,7 +4,11 @@ Routing compares a request with the examples a tenant has served (see :mod:`mini
 Reading every example's embedding from the store on every request costs time and I/O that grow
 with history without bound (about 150 MB per request at 100,000 examples). Instead:
 
-* A tenant's index is loaded from the store once, on its first request in this process.
+* A tenant's index is loaded from the store once per process: by :meth:`RouteIndex.warm` before
+  the process takes requests (the server does this at start-up and reports "warming" until done),
+  or else on the tenant's first request. Requests for a tenant whose load is under way wait for it;
+  requests for other tenants do not. A load reads the tenant's examples once, in batches, and
+  keeps each group's representative set in O(examples x per_group) work.
 * Examples this process records are added to it at once (:meth:`RouteIndex.add`).
 * Examples other replicas record are read at most every ``refresh_s`` seconds, and only the new
   ones: the store's ``examples_since(tenant, cursor)`` returns the rows after the last ``seq``
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,21 +115,22 @@ class TenantIndex:
     def extend(self, group_id: str, vectors: np.ndarray) -> None:
         """Offer many vectors of one group at once (a load or refresh): the group keeps a farthest-point
         selection of its kept and new vectors (each next pick the one least like those picked), which
-        covers its wording as :meth:`add` does one at a time, in O(per_group) matrix products."""
+        covers its wording as :meth:`add` does one at a time. Each pick costs one product of the pool
+        with the picked vector, O(pool x per_group) in all: a pool's full similarity matrix would be
+        quadratic in the group's history (10 GB for one group of 50,000 examples in a batch)."""
         self.offered += len(vectors)
         if vectors.shape[1] != self.width:
             self._reset(vectors.shape[1])
         group = self.groups.setdefault(group_id, _Group())
         pool = np.concatenate([self.matrix[group.rows], vectors]) if group.rows else vectors
-        sims = pool @ pool.T
         chosen = [0]
-        best = sims[0].copy()
+        best = pool @ pool[0]
         while len(chosen) < self.per_group:
             i = int(np.argmin(best))
             if best[i] >= REDUNDANT:
                 break
             chosen.append(i)
-            np.maximum(best, sims[i], out=best)
+            np.maximum(best, pool @ pool[i], out=best)
         picked = pool[chosen]
         while len(group.rows) > len(picked):
             row = group.rows.pop()
@@ -136,7 +141,7 @@ class TenantIndex:
             self.owner[row] = group_id
             group.rows.append(row)
         self.matrix[group.rows] = picked
-        group.gram = sims[np.ix_(chosen, chosen)]
+        group.gram = picked @ picked.T
         np.fill_diagonal(group.gram, -np.inf)
 
     def drop(self, group_id: str) -> None:
@@ -159,10 +164,22 @@ class TenantIndex:
         return sum(len(g.rows) for g in self.groups.values())
 
 
+@dataclass
+class _Load:
+    """A tenant's index being read from the store: requests for the tenant wait for it (never routing
+    with part of it, which would split a group), and changes made meanwhile are replayed onto it."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    replay: list[Callable[[TenantIndex], object]] = field(default_factory=list)
+
+
 class RouteIndex:
     """Per-tenant :class:`TenantIndex` objects kept in step with a (possibly shared) store.
 
-    ``clock`` is injectable so tests can step through refresh intervals without sleeping."""
+    A tenant's index is loaded by :meth:`warm` (a server does it at start-up, before it reports
+    ready) or else on the tenant's first request. A load reads the tenant's history once, without
+    holding the lock other tenants route under. ``clock`` is injectable so tests can step through
+    refresh intervals without sleeping."""
 
     def __init__(self, store: Store, *, refresh_s: float = 1.0, per_group: int = 32, batch: int = 50_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -174,6 +191,7 @@ class RouteIndex:
         self.batch = batch
         self.clock = clock
         self._tenants: dict[str, TenantIndex] = {}
+        self._loading: dict[str, _Load] = {}
         self._lock = threading.Lock()
 
     def _read(self, index: TenantIndex, tenant: str) -> None:
@@ -193,35 +211,75 @@ class RouteIndex:
         index.refreshed_at = self.clock()
 
     def tenant(self, tenant: str) -> TenantIndex:
-        """The tenant's index, loaded on first use and refreshed once ``refresh_s`` has passed."""
+        """The tenant's index, refreshed once ``refresh_s`` has passed; loaded first if no one has
+        (or, while another thread loads it, once that load is complete)."""
+        while True:
+            with self._lock:
+                index = self._tenants.get(tenant)
+                if index is not None:
+                    if self.clock() - index.refreshed_at >= self.refresh_s:
+                        self._read(index, tenant)
+                    return index
+                load = self._loading.get(tenant)
+                if load is None:
+                    load = self._loading[tenant] = _Load()
+                    break
+            load.done.wait()  # then the index is there, or that load failed and this thread tries
+        return self._load(tenant, load)
+
+    def _load(self, tenant: str, load: _Load) -> TenantIndex:
+        index = TenantIndex(self.per_group)
+        try:
+            self._read(index, tenant)  # outside the lock: other tenants are routed meanwhile
+        except BaseException:
+            with self._lock:
+                del self._loading[tenant]
+            load.done.set()
+            raise
         with self._lock:
-            index = self._tenants.get(tenant)
-            if index is None:
-                index = self._tenants[tenant] = TenantIndex(self.per_group)
-                self._read(index, tenant)
-            elif self.clock() - index.refreshed_at >= self.refresh_s:
-                self._read(index, tenant)
-            return index
+            for change in load.replay:
+                change(index)
+            self._tenants[tenant] = index
+            del self._loading[tenant]
+        load.done.set()
+        return index
+
+    def warm(self, tenants: Iterable[str]) -> dict[str, float]:
+        """Load each tenant's index now, unless it is loaded; returns the seconds each load took."""
+        took = {}
+        for name in tenants:
+            began = time.perf_counter()
+            self.tenant(name)
+            took[name] = time.perf_counter() - began
+        return took
+
+    def loaded(self, tenant: str) -> bool:
+        with self._lock:
+            return tenant in self._tenants
 
     def nearest(self, tenant: str, vector: np.ndarray) -> tuple[str | None, float]:
         index = self.tenant(tenant)
         with self._lock:
             return index.nearest(vector)
 
-    def add(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
-        """An example this process just stored: routable at once. Read back from the store at the
-        next refresh, it is an exact copy of a kept vector and is skipped."""
-        with self._lock:
-            index = self._tenants.get(tenant)
-            if index is None:
-                return  # loaded from the store (this example included) on the tenant's first route
-            index.add(group_id, np.asarray(vector, dtype=np.float32))
-
-    def drop_group(self, tenant: str, group_id: str) -> None:
+    def _change(self, tenant: str, change: Callable[[TenantIndex], object]) -> None:
+        """Apply ``change`` to the tenant's index; to the one being loaded once it is (the load may
+        have read the store before the change); nothing if neither, as the load will see it."""
         with self._lock:
             index = self._tenants.get(tenant)
             if index is not None:
-                index.drop(group_id)
+                change(index)
+            elif tenant in self._loading:
+                self._loading[tenant].replay.append(change)
+
+    def add(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
+        """An example this process just stored: routable at once. Read back from the store at the
+        next refresh, it is an exact copy of a kept vector and is skipped."""
+        vector = np.asarray(vector, dtype=np.float32)
+        self._change(tenant, lambda index: index.add(group_id, vector))
+
+    def drop_group(self, tenant: str, group_id: str) -> None:
+        self._change(tenant, lambda index: index.drop(group_id))
 
     def stats(self, tenant: str) -> dict[str, int]:
         with self._lock:

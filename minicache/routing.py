@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,6 +80,10 @@ class Router:
     def recorded(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
         """An example this process stored: later requests route to it without waiting for a refresh."""
         self.index.add(tenant, group_id, vector)
+
+    def warm(self, tenants: Iterable[str]) -> dict[str, float]:
+        """Load these tenants' indexes now (seconds each), so that no request waits for one."""
+        return self.index.warm(tenants)
 
     def forget_group(self, tenant: str, group_id: str) -> None:
         """The group's examples were cleared: stop routing to it from this process."""

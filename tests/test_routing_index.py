@@ -6,6 +6,9 @@ fake clock steps through the refresh interval so nothing sleeps.
 
 from __future__ import annotations
 
+import threading
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -209,3 +212,152 @@ def test_two_engines_on_one_sqlite_file_route_to_each_others_groups(tmp_path, sa
     finally:
         for mc in engines:
             mc.close()
+
+
+# -- the load: off the request path, never partial, linear in history ----------------------------
+
+class GatedStore:
+    """A store whose first ``examples_since`` for ``tenant`` waits for ``release``: a load in progress."""
+
+    def __init__(self, store, tenant: str = "default") -> None:
+        self.store, self.tenant = store, tenant
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.reads: list[tuple[str, int]] = []
+
+    def examples_since(self, tenant: str, cursor: int, limit: int = 10_000):
+        self.reads.append((tenant, cursor))
+        if tenant == self.tenant and not self.entered.is_set():
+            rows = self.store.examples_since(tenant, cursor, limit)  # read before the gate, as a slow load is
+            self.entered.set()
+            assert self.release.wait(10)
+            return rows
+        return self.store.examples_since(tenant, cursor, limit)
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+
+@pytest.fixture
+def sqlite(tmp_path):
+    store = SQLiteStore(tmp_path / "mc.db")
+    yield store
+    store.close()
+
+
+def start_gated_load(store) -> tuple[GatedStore, RouteIndex, threading.Thread]:
+    """A RouteIndex over ``store`` whose warm-up of tenant "default" is under way and held."""
+    gated = GatedStore(store)
+    index = RouteIndex(gated)
+    warming = threading.Thread(target=index.warm, args=(["default"],))
+    warming.start()
+    assert gated.entered.wait(10)
+    return gated, index, warming
+
+
+def test_after_a_warm_up_the_first_request_reads_no_history(tmp_path, sandbox, monkeypatch):
+    store = SQLiteStore(tmp_path / "mc.db")
+    mc = MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
+                   config=EngineConfig(background_builds=False))
+    try:
+        for i in range(3):
+            add(store, "cr", embed_request(mc.router.embedder, CURRENT_RATIO.ask(*CR_VALUES[i])))
+        took = mc.warm_routing(["default", "other"])
+        assert set(took) == {"default", "other"} and mc.router.index.stats("default")["offered"] == 3
+        reads: list[int] = []
+        since = store.examples_since
+        monkeypatch.setattr(store, "examples_since", lambda t, c, limit=10_000: reads.append(c) or since(t, c, limit))
+        result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+        assert result.group == "cr"
+        assert 0 not in reads  # at most a refresh of what is new, never the history from the start
+    finally:
+        mc.close()
+
+
+def test_a_request_during_its_tenants_load_waits_for_the_whole_index(sqlite):
+    """Routing with a partly read index would start a second group; the request waits instead,
+    while another tenant's request goes through."""
+    add(sqlite, "g1", unit(1))
+    add(sqlite, "b-group", unit(3), tenant="b")
+    gated, index, warming = start_gated_load(sqlite)
+    answer: list[tuple[str | None, float]] = []
+    request = threading.Thread(target=lambda: answer.append(index.nearest("default", unit(1))))
+    request.start()
+    assert index.nearest("b", unit(3))[0] == "b-group"  # not held up by tenant default's load
+    request.join(0.3)
+    assert request.is_alive() and not answer  # waiting, not routed on an empty index
+    gated.release.set()
+    warming.join(10)
+    request.join(10)
+    assert answer == [("g1", pytest.approx(1.0))]
+    assert [c for t, c in gated.reads if t == "default"].count(0) == 1  # loaded once, not twice
+
+
+def test_changes_made_while_a_tenant_loads_reach_the_loaded_index(sqlite):
+    add(sqlite, "dropped", unit(1))
+    gated, index, warming = start_gated_load(sqlite)  # the load has read "dropped" already
+    index.drop_group("default", "dropped")
+    index.add("default", "added", unit(2))
+    gated.release.set()
+    warming.join(10)
+    assert index.loaded("default")
+    assert index.nearest("default", unit(2)) == ("added", pytest.approx(1.0))
+    assert index.nearest("default", unit(1))[0] != "dropped"
+
+
+def test_a_tenant_not_warmed_is_loaded_on_its_first_request(tmp_path, sandbox):
+    store = SQLiteStore(tmp_path / "mc.db")
+    mc = MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
+                   config=EngineConfig(background_builds=False))
+    try:
+        mc.warm_routing(["default"])
+        for i in range(2):
+            add(store, "late-cr", embed_request(mc.router.embedder, CURRENT_RATIO.ask(*CR_VALUES[i])), tenant="late")
+        assert not mc.router.index.loaded("late")
+        assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]), tenant="late").group == "late-cr"
+    finally:
+        mc.close()
+
+
+def test_a_failed_load_is_retried_by_the_next_request(sqlite, monkeypatch):
+    def unreachable(tenant: str, cursor: int, limit: int = 10_000):
+        raise OSError("store gone")
+
+    add(sqlite, "g", unit(1))
+    index = RouteIndex(sqlite)
+    with monkeypatch.context() as patched:
+        patched.setattr(sqlite, "examples_since", unreachable)
+        with pytest.raises(OSError):
+            index.warm(["default"])
+    assert not index.loaded("default")
+    assert index.nearest("default", unit(1))[0] == "g"
+
+
+def test_a_group_loaded_at_once_keeps_one_vector_per_distinct_wording():
+    """Three wordings, many near-copies of each: the farthest-point selection keeps one of each."""
+    rng = np.random.default_rng(0)
+    centres = [unit(s) for s in (1, 2, 3)]
+    vectors = np.stack([centres[i % 3] + 0.001 * rng.standard_normal(DIM) for i in range(300)]).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = TenantIndex(per_group=8)
+    index.extend("g", vectors)
+    kept = index.matrix[index.groups["g"].rows]
+    assert len(kept) == 3
+    assert sorted(int(np.argmax([c @ k for c in centres])) for k in kept) == [0, 1, 2]
+    assert index.groups["g"].gram.shape == (3, 3)
+
+
+def test_loading_one_large_group_takes_memory_linear_in_its_examples():
+    """A full similarity matrix of one group's 10,000 examples would take 400 MB; the load must not
+    build it (it took 1.7 s for 10,000 examples of 384 dimensions, and 10 GB for a batch of 50,000)."""
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((10_000, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = TenantIndex(per_group=32)
+    tracemalloc.start()
+    try:
+        index.extend("g", vectors)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(index.groups["g"].rows) == 32
+    assert peak < 20 * vectors.nbytes  # linear: the pool and a few vectors of its length

@@ -629,6 +629,49 @@ def test_health_reports_the_store(rig, monkeypatch):
     assert r.status_code == 503 and r.json()["status"] == "unavailable" and "disk" not in r.text
 
 
+def test_the_server_is_ready_only_once_every_tenants_routing_index_is_loaded(make):
+    """A restarted server (a new engine on the same store) loads tenant a's history at start-up:
+    /health says "warming" (503) until then; tenant b is served meanwhile; a's first request after
+    ready reads no history."""
+    import time
+
+    first = make(AUTH)
+    group = chat(first, CURRENT_RATIO, CR_VALUES[0], key=KEY_A)["minicache"]["group"]
+    rig = make(AUTH, store=SQLiteStore(first.store.path))
+    since = rig.store.examples_since
+    reads: list[tuple[str, int]] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def gated(tenant: str, cursor: int, limit: int = 10_000):
+        reads.append((tenant, cursor))
+        if tenant == "a" and cursor == 0:  # the warm-up's load of tenant a, held until released
+            entered.set()
+            assert release.wait(10)
+        return since(tenant, cursor, limit)
+
+    rig.store.examples_since = gated  # type: ignore[method-assign]
+    with TestClient(rig.app) as client:  # runs the lifespan, as a server start does
+        try:
+            assert entered.wait(10)
+            r = client.get("/health")
+            assert r.status_code == 503 and r.json()["status"] == "warming"
+            assert r.json()["routing"] == {"tenants": 4, "loaded": 0, "failed": 0}  # a, b, ops, default
+            served = client.post("/v1/chat/completions", json=chat_body(SIMPLE_INTEREST, SI_VALUES[0]),
+                                 headers=bearer(KEY_B))
+            assert served.status_code == 200, served.text
+        finally:
+            release.set()
+        deadline = time.monotonic() + 10
+        while (r := client.get("/health")).status_code != 200:
+            assert r.json()["status"] == "warming" and time.monotonic() < deadline
+            time.sleep(0.02)
+        assert r.json()["status"] == "ok"
+        reads.clear()
+        r = client.post("/v1/chat/completions", json=chat_body(CURRENT_RATIO, CR_VALUES[1]), headers=bearer(KEY_A))
+        assert r.status_code == 200 and r.json()["minicache"]["group"] == group
+        assert ("a", 0) not in reads  # its first request after start-up read no history
+
+
 # -- the official openai client against a real uvicorn server ------------------------------------
 
 

@@ -27,6 +27,7 @@ from .middleware import GuardMiddleware
 from .openai_format import SafeJSONResponse
 from .routers import admin_router, ops_router, v1_router
 from .serving import ServerState
+from .warmup import Warmup, lifespan
 
 log = logging.getLogger("minicache.server")
 
@@ -39,11 +40,13 @@ def create_app(engine: MiniCache, config: ServerConfig | None = None) -> FastAPI
                     "tenant 'default'; the admin endpoints %s", "need an admin key" if server.auth.has_admin_keys
                     else "are closed (no admin key is configured)")
 
-    app = FastAPI(title="MiniCache", version=__version__, docs_url=None, redoc_url=None,
+    # When the server starts, every tenant's routing index is loaded before /health says ready (.warmup).
+    warmup = Warmup(engine, server.auth.tenants)
+    app = FastAPI(title="MiniCache", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan(warmup),
                   openapi_url="/openapi.json", default_response_class=SafeJSONResponse,
                   strict_content_type=False,  # a body without a Content-Type is read as JSON, as before
                   description="An OpenAI-compatible cache of parameterized programs in front of a target model.")
-    app.state.server = server
+    app.state.server, app.state.warmup = server, warmup
     app.state.engine, app.state.config, app.state.metrics = engine, config, server.metrics
     app.add_middleware(GuardMiddleware, max_body_bytes=config.max_body_bytes, max_inflight=config.max_inflight,
                        max_inflight_per_caller=config.max_inflight_per_caller, body_timeout_s=config.body_timeout_s,

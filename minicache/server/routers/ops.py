@@ -18,14 +18,20 @@ log = logging.getLogger("minicache.server")
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/health", summary="Liveness and store reachability (503 if the store is unreachable)")
-async def health(server: State) -> Response:
+@router.get("/health", summary="Readiness: 503 if the store is unreachable or while routing indexes load")
+async def health(request: Request, server: State) -> Response:
+    """200 ``ok`` when the server can serve. 503 ``unavailable`` if the store is unreachable, and
+    503 ``warming`` after start-up until every tenant's routing index is loaded (see ``.warmup``):
+    a readiness probe; a liveness probe must allow for the warm-up (seconds per 100,000 examples)."""
     try:
         with anyio.fail_after(5):
             await anyio.to_thread.run_sync(server.engine.store.counters, DEFAULT_TENANT, abandon_on_cancel=True)
     except Exception as exc:  # noqa: BLE001 - the probe reports any failure as unhealthy
         log.warning("health check: store unreachable: %s", exc)
         return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+    warmup = request.app.state.warmup
+    if not warmup.ready:
+        return JSONResponse({"status": "warming", "store": "ok", "routing": warmup.status()}, status_code=503)
     return JSONResponse({"status": "ok", "store": "ok", "frozen": server.engine.config.frozen,
                          "version": __version__})
 
