@@ -180,3 +180,22 @@ def test_a_group_that_keeps_failing_backs_off_exponentially(make):
     assert waits == [0.0, 10.0, 20.0]
     assert mc.store.group_failure("default", group_id)["backoff_s"] == 40.0
     assert mc.store.get_group("default", group_id).status == "uncacheable"
+
+
+def test_replaying_the_observations_gives_the_state_they_gave_live():
+    live, replayed = Admission(AdmissionConfig(alpha=0.3)), Admission(AdmissionConfig(alpha=0.3))
+    told: list[tuple[float, bool]] = []
+    replayed.on_build = lambda s, ok: told.append((s, ok))
+    events = [("request", "t", "g1", "miss", 4.0), ("request", "t", "g1", "miss", 6.5), ("build", 9.0, True),
+              ("request", "t", "g1", "hit", 0.5), ("request", "t", "g2", "fallback", 7.0), ("build", 3.0, False),
+              ("request", "u", "g1", "miss", 5.0)]
+    for kind, *args in events:
+        (live.observe_request if kind == "request" else live.observe_build)(*args)
+    replayed.replay(events)
+    for n in (1, 2, 3):
+        assert replayed.estimate("t", n) == live.estimate("t", n)
+    assert (replayed.requests, replayed.builds_ok, replayed.builds_failed, replayed.build_s_total) == (5, 1, 1, 12.0)
+    assert replayed.arrivals("t", "g1") == 3 and replayed.arrivals("u", "g1") == 1
+    assert told == []  # a replayed build is not a new one
+    with pytest.raises(ValueError, match="unknown admission event"):
+        replayed.replay([("arrival", "t", "g1")])

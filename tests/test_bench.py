@@ -576,3 +576,39 @@ def test_builds_after_the_last_row_are_replayed_once_and_carried_into_the_next_r
         assert next_chunk.tail() == {"after": stream[1].id, "builds": []}
         for m in (later, next_chunk):
             m.engine.close()
+
+
+def test_the_chunk_loop_raises_the_limit_logs_the_load_and_stops_at_a_stop_file(tmp_path):
+    """scripts/bench_chunks.sh with a fake ``minicache`` that records its arguments."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_chunks.sh"
+    calls, out = tmp_path / "calls.txt", tmp_path / "out"
+    fake = tmp_path / "minicache"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n'
+                    f'if [[ "$*" == *"--limit 8 "* ]]; then touch {out}/STOP; fi\n')
+    fake.chmod(0o755)
+
+    def loop(*args):
+        return subprocess.run(["bash", str(script), *args], capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", "MINICACHE": str(fake)})
+
+    first = loop(str(out), "4", "10", "--", "--dataset", "formula", "--methods", "pot,minicache")
+    assert first.returncode == 0 and "STOP exists" in first.stderr
+    assert calls.read_text().splitlines() == [f"bench --dataset formula --methods pot,minicache --limit {n} --out {out}"
+                                              for n in (4, 8)]
+    log = (out / "load.log").read_text().splitlines()
+    assert [x.split(":")[0] for x in log[:4]] == ["limit 4 before", "limit 4 after", "limit 8 before", "limit 8 after"]
+    assert all("load average" in x for x in log) and "stopped before limit 10" in log[-1]
+    (out / "STOP").unlink()
+    calls.unlink()
+    assert loop(str(out), "4", "10", "--", "--dataset", "formula").returncode == 0
+    assert [c.split("--limit ")[1].split()[0] for c in calls.read_text().splitlines()] == ["10"]  # resumed
+    assert (out / "chunks.done").read_text().strip() == "10"
+    refused = loop(str(out), "4", "10", "--", "--dataset", "formula", "--out", "elsewhere")
+    assert refused.returncode == 2 and "do not pass --out" in refused.stderr
+    fake.write_text("#!/usr/bin/env bash\nexit 3\n")  # a call that fails: the loop stops with its status
+    failed = loop(str(tmp_path / "other"), "4", "10", "--", "--dataset", "formula")
+    assert failed.returncode == 3 and not (tmp_path / "other" / "chunks.done").exists()
+    assert "exit 3" in (tmp_path / "other" / "load.log").read_text().splitlines()[1]  # "limit 4 after: ... exit 3"
