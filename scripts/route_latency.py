@@ -1,15 +1,18 @@
 """Route latency against the number of stored examples, for SQLite and PostgreSQL (docs/scale.md).
 
 Stores grow to each size in turn (1k, 10k, 100k by default) with synthetic 384-wide unit vectors
-(MiniLM's width): each group has a centre, its examples scatter around it. Two layouts:
+(MiniLM's width): each group has a centre, its examples scatter around it. Three layouts:
 
 * ``fixed``: 1,000 groups whatever the size (history grows, the computations do not);
-* ``growing``: one group per 10 examples (a workload that keeps bringing new computations).
+* ``growing``: one group per 10 examples (a workload that keeps bringing new computations);
+* ``one``: a single group (one template served over and over: the per-group selection at its largest).
 
-At each size it times ``Router.route`` in a fresh router (so the first call loads the tenant's
-index: reported as ``load``), then ``--requests`` routes of requests near random groups, with the
-index refreshing from the store on *every* request (``refresh_s=0``, the worst case; the default is
-once a second). The embedder is a stub returning the request's precomputed vector, so the figures
+At each size, in a fresh router, it times the index load (``load_s``: what a server does for each
+tenant at start-up, ``RouteIndex.tenant``), and apart from it the store read alone (``read_s``:
+every example's row through ``examples_since``, as the load reads them), then the first routed
+request after the load (``first_ms``) and ``--requests`` routes of requests near random groups, with
+the index refreshing from the store on *every* request (``refresh_s=0``, the worst case; the default
+is once a second). The embedder is a stub returning the request's precomputed vector, so the figures
 are routing alone (MiniLM adds a constant few milliseconds). ``--old`` also times the previous
 path: every example's embedding read from the store (``routing_index``) and searched. SQLite is
 filled through ``import_entries``; PostgreSQL with one ``executemany`` (add_example's round trips
@@ -54,7 +57,11 @@ def unit(v: np.ndarray) -> np.ndarray:
 
 
 def group_of(layout: str, i: np.ndarray) -> np.ndarray:
-    return i % 1000 if layout == "fixed" else i // 10
+    return {"fixed": i % 1000, "growing": i // 10, "one": i * 0}[layout]
+
+
+def groups_at(layout: str, size: int) -> int:
+    return {"fixed": 1000, "growing": size // 10, "one": 1}[layout]
 
 
 def grow(store, centres: np.ndarray, start: int, stop: int, layout: str, rng: np.random.Generator) -> None:
@@ -89,10 +96,19 @@ def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rn
     router = Router(store, embedder, refresh_s=0.0)
     queries = unit(centres[rng.integers(0, groups, requests)]
                    + 0.25 * rng.standard_normal((requests, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
+    t = time.perf_counter()
+    cursor = 0
+    while rows := store.examples_since(TENANT, cursor, router.index.batch):
+        cursor = rows[-1].seq
+    read_s = time.perf_counter() - t
+    t = time.perf_counter()
+    router.index.tenant(TENANT)
+    row: dict = {"load_s": round(time.perf_counter() - t, 3), "read_s": round(read_s, 3),
+                 **router.index.stats(TENANT)}
     embedder.next = queries[0]
     t = time.perf_counter()
     router.route(TENANT, "q")
-    row: dict = {"load_s": round(time.perf_counter() - t, 3), **router.index.stats(TENANT)}
+    row["first_ms"] = round((time.perf_counter() - t) * 1000, 3)
     times, joined = [], 0
     for q in queries:
         embedder.next = q
@@ -116,7 +132,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", default="sqlite", help="'sqlite' (a temporary file) or a PostgreSQL DSN")
     parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--layouts", default="fixed,growing")
+    parser.add_argument("--layouts", default="fixed,growing,one")
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--old", type=int, default=0, metavar="N",
                         help="also time N requests of the previous path (every embedding read per request)")
@@ -131,8 +147,7 @@ def main() -> int:
             if args.store != "sqlite":  # a PostgreSQL database is reused: start from an empty tenant
                 for g in store.list_groups(TENANT):
                     store.delete_group(TENANT, g.id)
-            groups_at = {s: 1000 if layout == "fixed" else s // 10 for s in sizes}
-            centres = unit(rng.standard_normal((max(groups_at.values()), WIDTH)).astype(np.float32))
+            centres = unit(rng.standard_normal((max(groups_at(layout, s) for s in sizes), WIDTH)).astype(np.float32))
             have = 0
             for size in sizes:
                 t = time.perf_counter()
@@ -141,7 +156,7 @@ def main() -> int:
                 have = size
                 row = {"store": "sqlite" if args.store == "sqlite" else "postgresql", "layout": layout,
                        "examples": size, "fill_s": round(fill_s, 1),
-                       **measure(store, centres, groups_at[size], args.requests, args.old, rng)}
+                       **measure(store, centres, groups_at(layout, size), args.requests, args.old, rng)}
                 print(json.dumps(row), flush=True)
                 results.append(row)
             store.close()
