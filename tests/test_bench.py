@@ -460,34 +460,37 @@ def test_the_accuracy_latency_plot_starts_at_zero_and_draws_each_methods_interva
 # -- long runs in chunks: minicache's admission carried from one call to the next -------------------
 
 def _long_dataset(tmp_path):
-    """16 requests of two groups (every value set of the fakes)."""
+    """17 requests of two groups: every value set of the fakes, and cr0 asked again."""
     lines = [{"id": f"cr{i}", "question": CURRENT_RATIO.ask(*v), "answer": CURRENT_RATIO.answer(*v), "group": "cr"}
              for i, v in enumerate(CR_VALUES)]
     lines += [{"id": f"si{i}", "question": SIMPLE_INTEREST.ask(*v), "answer": SIMPLE_INTEREST.answer(*v),
                "group": "si"} for i, v in enumerate(SI_VALUES)]
+    lines.append(dict(lines[0], id="dup"))
     path = tmp_path / "long.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
     return path
 
 
-def _minicache_routes(out):
-    """(request, route, group) per minicache row; groups by order of first appearance (ids are random)."""
+def _minicache_routes(out, method="minicache"):
+    """(request, route, group) per row of ``method``, in stream order; groups by order of first
+    appearance (their ids are random)."""
     rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
     order: dict[str, int] = {}
-    return [(r["id"], r["detail"]["route"], order.setdefault(r["detail"]["group"], len(order)))
-            for r in rows if r["method"] == "minicache"]
+    rows = sorted((r for r in rows if r["method"] == method), key=lambda r: r["started_at"])
+    return [(r["id"], r["detail"].get("route", r["route"]), order.setdefault(r["detail"].get("group"), len(order)))
+            for r in rows]
 
 
-def _whole_and_chunked(tmp_path, admission):
-    """The same stream through pot and minicache in one call, and in calls of 4 more requests each."""
+def _whole_and_chunked(tmp_path, admission, methods=("pot", "minicache"), name="minicache"):
+    """The same stream in one call, and in calls of 4 more requests each; ``name``'s results blocks."""
     dataset = _long_dataset(tmp_path)
     with SandboxPool(size=2) as sandbox:
-        kwargs = dict(dataset=str(dataset), methods=["pot", "minicache"], small=FakeSmall(), embedder=HashEmbedder(),
+        kwargs = dict(dataset=str(dataset), methods=list(methods), small=FakeSmall(), embedder=HashEmbedder(),
                       seed=2, sandbox=sandbox, command="test", background_builds=False, admission=admission)
         whole = run_benchmark(target=FakeTarget(), out=tmp_path / "whole", **kwargs)
-        for limit in (4, 8, 12, 16):
+        for limit in (4, 8, 12, 16, 17):
             chunked = run_benchmark(target=FakeTarget(), out=tmp_path / "chunks", limit=limit, **kwargs)
-    return whole["methods"]["minicache"], chunked["methods"]["minicache"]
+    return whole["methods"][name], chunked["methods"][name]
 
 
 def test_a_stream_run_in_chunks_takes_the_same_routes_as_one_continuous_run(tmp_path):
@@ -497,10 +500,10 @@ def test_a_stream_run_in_chunks_takes_the_same_routes_as_one_continuous_run(tmp_
     be in its warm-up again, where build_after alone decides, and would build and hit."""
     whole, chunked = _whole_and_chunked(tmp_path, AdmissionConfig(warmup_requests=3, build_prior=100.0))
     routes = _minicache_routes(tmp_path / "whole")
-    assert len(routes) == 16 and {route for _, route, _ in routes} == {"miss"}
+    assert len(routes) == 17 and {route for _, route, _ in routes} == {"miss"}
     assert whole["engine_stats"]["builds_ok"] == 0
     assert _minicache_routes(tmp_path / "chunks") == routes
-    assert chunked["n"] == 16 and chunked["engine_stats"]["builds_ok"] == 0
+    assert chunked["n"] == 17 and chunked["engine_stats"]["builds_ok"] == 0
 
 
 def test_a_stream_that_builds_and_hits_takes_the_same_routes_in_chunks(tmp_path):
@@ -514,6 +517,19 @@ def test_a_stream_that_builds_and_hits_takes_the_same_routes_in_chunks(tmp_path)
     assert chunked["build_compute_s"] > 0 and chunked["tail_builds"]["builds"] == []
 
 
+@pytest.mark.parametrize("method", ["exact", "gptcache-like"])
+def test_the_prompt_caches_answer_from_earlier_chunks_as_in_one_run(tmp_path, method):
+    """exact and gptcache-like refill their caches from the rows read back: the repeated request
+    hits in a later chunk than its first asking, as it does in one run."""
+    whole, chunked = _whole_and_chunked(tmp_path, None, methods=("pot", method), name=method)
+    routes = _minicache_routes(tmp_path / "whole", method)
+    ids = [i for i, _, _ in routes]
+    assert ids.index("dup") // 4 > ids.index("cr0") // 4  # asked again in a later chunk
+    assert ("dup", "hit", 0) in [(i, route, 0) for i, route, _ in routes]
+    assert _minicache_routes(tmp_path / "chunks", method) == routes
+    assert chunked["hit_rate"] == whole["hit_rate"] > 0
+
+
 def _admission_state(a: Admission):
     return (a.miss.value, a.miss.n, a.hit.value, a.hit.n, a.build.value, a.build.n, a.builds_ok, a.builds_failed,
             a.requests, a.build_s_total, {t: dict(c) for t, c in a._arrivals.items()},
@@ -522,7 +538,7 @@ def _admission_state(a: Admission):
 
 def _rows_in_stream_order(path, stream):
     done = read_done(path)
-    return [done[("minicache", str(r.id))] for r in stream]
+    return [(r, done[("minicache", str(r.id))]) for r in stream]
 
 
 def test_resume_restores_exactly_the_admission_state_the_rows_were_served_with(tmp_path):
@@ -562,13 +578,15 @@ def test_builds_after_the_last_row_are_replayed_once_and_carried_into_the_next_r
                                 str(tmp_path / f"mc{random.random()}.db"), background_builds=False)
 
         later = make()
-        later.resume([first, second], tail)  # a row came after the tail: it is in that row, once
+        # A row came after the tail: the tail's builds are in that row, and count once.
+        later.resume([(stream[0], first), (stream[1], second)], tail)
         a = later.engine.admission
         assert (a.build.n, a.builds_ok, a.builds_failed, a.requests, a.arrivals("default", "g1")) == (2, 1, 1, 2, 2)
         assert a.miss.value == pytest.approx(2.0) and a.build_s_total == pytest.approx(7.0)
 
         next_chunk = make()
-        next_chunk.resume([first], tail)  # the tail is the last thing observed: replayed, then carried
+        # The tail is the last thing observed: replayed, then carried into the next row.
+        next_chunk.resume([(stream[0], first)], tail)
         a = next_chunk.engine.admission
         assert (a.build.n, a.builds_ok, a.builds_failed, a.requests) == (2, 1, 1, 1)
         out = next_chunk.solve(stream[1])

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..admission import AdmissionConfig
 from .data import SEEDED, load, pad_context, select
-from .methods import METHODS, Method, MiniCacheMethod, build_method, canonical
+from .methods import METHODS, Method, build_method, canonical
 from .report import reference, write_report
 from .runner import group_purity, machine, read_done, record_stream, summarize, throughput
 from .stats import compare_all
@@ -80,9 +80,8 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         requests = stream[: subset[name]] if subset and name in subset else stream
         recorded = read_done(requests_path)
         serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
-        if isinstance(method, MiniCacheMethod):  # what the earlier chunks' engine had learnt
-            method.resume([recorded[(name, str(r.id))] for r in requests if (name, str(r.id)) in recorded],
-                          results["methods"].get(name, {}).get("tail_builds"))
+        _resume(method, [(r, recorded[(name, str(r.id))]) for r in requests if (name, str(r.id)) in recorded],
+                results["methods"].get(name, {}).get("tail_builds"), serves)
         with _bar(len(requests), name) as bar:
             rows = record_stream(method, requests, requests_path, progress=bar.update)
         block = summarize(rows)
@@ -119,6 +118,22 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     all_rows = {name: all_rows.get(name) or [row for (m, _), row in done.items() if m == name]
                 for name in results["methods"]}  # the report lists methods in results.json's order
     return _finish(out, results, all_rows)
+
+
+def _resume(method: Method, done: list[tuple[Any, dict[str, Any]]], tail: dict[str, Any] | None,
+            serves: bool) -> None:
+    """Give a method with state in memory what the earlier calls of a chunked run recorded
+    (``Method``'s ``resume``; also when nothing is left to serve, so minicache's ``tail_builds``
+    and build seconds stay whole); say so when a method that will serve cannot carry its state over."""
+    if not done:
+        return
+    resume = getattr(method, "resume", None)
+    if resume is not None:
+        resume(done, tail)
+    elif serves and method.name == "gencache-like":  # its clusters need the programs' embeddings, not in the rows
+        print(f"warning: gencache-like keeps its clusters in memory and cannot restore them: the {len(done)} "
+              "rows read back are not in its clusters, so a stream resumed or run in chunks is not one run",
+              file=sys.stderr)
 
 
 def _renamed(results: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,11 @@ class Outcome:
 
 
 class Method(Protocol):
+    """A benchmark method. One that keeps state in memory between requests (a cache) may also have
+    ``resume(done, tail)``: given the rows an earlier call of a chunked run recorded (with their
+    requests, in stream order), restore that state, so the next chunk continues the same stream
+    (``run_benchmark`` calls it). ``tail``: what its ``tail()`` returned at the end of that call."""
+
     name: str
 
     def solve(self, request: BenchRequest) -> Outcome: ...
@@ -118,6 +123,12 @@ class Exact:
         self.cache: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    def resume(self, done: list[tuple[BenchRequest, dict[str, Any]]], tail: dict[str, Any] | None = None) -> None:
+        """Refill the cache from an earlier chunk's rows: each answered prompt, as ``solve`` stored it."""
+        for r, row in done:
+            if row.get("answer") is not None:
+                self.cache.setdefault(_prompt_text(r), row["answer"])
+
     def solve(self, r: BenchRequest) -> Outcome:
         key = _prompt_text(r)
         with self._lock:
@@ -140,6 +151,14 @@ class GPTCacheLike:
         self.keys: list[np.ndarray] = []
         self.answers: list[Any] = []
         self._lock = threading.Lock()
+
+    def resume(self, done: list[tuple[BenchRequest, dict[str, Any]]], tail: dict[str, Any] | None = None) -> None:
+        """Refill the cache from an earlier chunk's rows: every answered miss's prompt, embedded again
+        one at a time as ``solve`` embeds it (hits stored nothing)."""
+        for r, row in done:
+            if row.get("route") == "miss" and row.get("answer") is not None:
+                self.keys.append(self.embedder.embed([_prompt_text(r)[-2000:]])[0])
+                self.answers.append(row["answer"])
 
     def solve(self, r: BenchRequest) -> Outcome:
         vec = self.embedder.embed([_prompt_text(r)[-2000:]])[0]
@@ -272,12 +291,13 @@ class MiniCacheMethod:
         request they came after. The next chunk's ``resume`` carries them into its first row."""
         return {"after": self.last_id, "builds": self._take_builds()}
 
-    def resume(self, rows: list[dict[str, Any]], tail: dict[str, Any] | None = None) -> None:
-        """Restore the admission estimates a process that served ``rows`` (this method's read-back
-        rows, in stream order) had reached, so the next chunk of a stream decides as one continuous
-        run would (``Admission.replay``). ``tail`` is the previous chunk's ``tail()``: its builds are
-        replayed only if no row was recorded after it (else the next row already holds them), and
-        are carried into the next row served."""
+    def resume(self, done: list[tuple[BenchRequest, dict[str, Any]]], tail: dict[str, Any] | None = None) -> None:
+        """Restore the admission estimates a process that served ``done`` (this method's read-back
+        rows with their requests, in stream order) had reached, so the next chunk of a stream decides
+        as one continuous run would (``Admission.replay``). Groups, examples and entries are in the
+        store already. ``tail`` is the previous chunk's ``tail()``: its builds are replayed only if no
+        row was recorded after it (else that row holds them), and are carried into the next row."""
+        rows = [row for _, row in done]
         events: list[tuple[Any, ...]] = []
         for row in rows:
             detail = row.get("detail") or {}
