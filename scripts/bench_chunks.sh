@@ -20,6 +20,7 @@
 # call with that limit would only read rows back). Delete the file to make every call again.
 # Exit status: 0 when TOTAL is done or STOP was found; a failing call's status otherwise (the loop
 # stops there; rerun to retry that chunk: its recorded rows are kept).
+# Not here: --concurrency and --pad-context (refused): run them in one call after the loop.
 # MINICACHE overrides the command (default: this checkout's .venv/bin/minicache), e.g. a fake one in a test.
 set -euo pipefail
 
@@ -37,6 +38,10 @@ for arg in "$@"; do
   case "$arg" in
     --limit|--limit=*|--out|--out=*)
       echo "bench_chunks.sh: do not pass $arg: the loop sets --limit and --out itself" >&2; exit 2 ;;
+    --concurrency|--concurrency=*|--pad-context|--pad-context=*)
+      echo "bench_chunks.sh: do not pass $arg: throughput and padded requests go through the same engine" \
+           "after the stream, so every chunk would add requests to the stream's store; measure them in one" \
+           "call after the loop (same args, --limit TOTAL --out OUT_DIR)" >&2; exit 2 ;;
   esac
 done
 minicache="${MINICACHE:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/minicache}"

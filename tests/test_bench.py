@@ -626,6 +626,8 @@ def test_the_chunk_loop_raises_the_limit_logs_the_load_and_stops_at_a_stop_file(
     assert (out / "chunks.done").read_text().strip() == "10"
     refused = loop(str(out), "4", "10", "--", "--dataset", "formula", "--out", "elsewhere")
     assert refused.returncode == 2 and "do not pass --out" in refused.stderr
+    refused = loop(str(out), "4", "10", "--", "--dataset", "formula", "--concurrency", "1,4")
+    assert refused.returncode == 2 and "do not pass --concurrency" in refused.stderr
     fake.write_text("#!/usr/bin/env bash\nexit 3\n")  # a call that fails: the loop stops with its status
     failed = loop(str(tmp_path / "other"), "4", "10", "--", "--dataset", "formula")
     assert failed.returncode == 3 and not (tmp_path / "other" / "chunks.done").exists()
