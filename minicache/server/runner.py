@@ -52,7 +52,10 @@ def serve(host: str = "127.0.0.1", port: int = 8000, store: str = "minicache.db"
     Without ``engine_config``, the engine's options come from the configuration layer: the models
     config file's ``[engine]``, then the ``config`` file's, then ``MINICACHE_ENGINE_*``, then
     ``engine_options`` (``KEY=VALUE``, the CLI's ``--engine-option``); all are checked before any
-    model loads."""
+    model loads.
+
+    When uvicorn starts the app, it loads the routing index of every tenant it serves in the
+    background (:mod:`.warmup`); ``/health`` answers 503 "warming" until then."""
     import uvicorn
 
     server_config = config if isinstance(config, ServerConfig) else load_server_config(config)
