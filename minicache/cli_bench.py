@@ -46,8 +46,11 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
 
 @click.command()
 @click.option("--dataset", required=True,
-              help="formula | tatqa | webshop | stepcache-micro | PATH.jsonl (lines: {id, question, context?, answer, "
-                   "group?}). stepcache-micro is generated per seed (222 math and JSON variants).")
+              help="formula | tatqa | webshop | svamp | mix | NAME-distinct | stepcache-micro | PATH.jsonl (lines: "
+                   "{id, question, context?, answer, group?}). svamp: 1,000 word problems (Body + ' ' + Question). "
+                   "mix: formula, tatqa and svamp together. NAME-distinct (e.g. mix-distinct): one request per gold "
+                   "group, a stream with no repetition. stepcache-micro is generated per seed (222 math and JSON "
+                   "variants).")
 @click.option("--methods", default="pot,minicache", show_default=True,
               help="Comma-separated: direct, pot, pot-spec, exact, gptcache-like, gencache-like, minicache; for "
                    "structured outputs (stepcache-micro): no-reuse, no-reuse+solver, stepcache.")
@@ -80,6 +83,13 @@ def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, group
     math.isclose(rel_tol=1e-3, abs_tol=0.01); WebShop actions need the exact max_price and half the
     gold keywords. Writes DIR/results.json, DIR/requests.jsonl (one line per request and method;
     a rerun skips what is there), DIR/report.md (ratios to pot) and DIR/*.png.
+
+    Gold groups (analysis only: purity, groups per computation): Formula's formula name; TAT-QA's
+    derivation and SVAMP's Equation with every number masked (minicache.datasets.equation_skeleton:
+    "( 76.0 - 25.0 )" is "N-N"; SVAMP has 27). NAME-distinct keeps the first request of each gold
+    group in file order, then shuffles and truncates as usual: a stream in which no computation
+    repeats. TAT-QA has only 67 such groups, so the 100-request no-repetition stream is
+    mix-distinct (Formula's 50, TAT-QA's 67 and SVAMP's 27 labels, kept apart per dataset).
 
     stepcache-micro compares no-reuse (the target writes every output) with stepcache; outputs are
     scored by the task check (the requested final line with the right solution, or exactly the

@@ -13,6 +13,8 @@ from importlib import resources
 
 _FORMULA_RE = re.compile(r"^Use formula (?P<name>.+?) to answer the question\.")
 _QUESTION_RE = re.compile(r'Question:\s*"(?P<q>.*)"\.\s*Answer:\s*$', re.S)
+_NUMBER_RE = re.compile(r"\d[\d,]*(?:\.\d+)?")  # 76.0, 1,234.5: thousands separators are part of the number
+_NOISE_RE = re.compile(r"[\s$%]|[a-z]+", re.I)  # spaces, currency and percent signs, unit words ("million")
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,43 @@ def formula_question_only(request: Request) -> str:
     """The quoted question inside a Formula prompt (without the formula boilerplate)."""
     match = _QUESTION_RE.search(request.question)
     return match.group("q").strip() if match else request.question
+
+
+def equation_skeleton(equation: str) -> str:
+    """The computation's shape with every number masked: ``"( 76.0 - 25.0 )"`` -> ``"N-N"``.
+
+    Used as the gold group label of datasets that give a derivation (SVAMP's ``Equation``, TAT-QA's
+    ``derivation``), so that two requests share a label exactly when they do the same arithmetic.
+    Spaces, ``$``, ``%`` and unit words are dropped, square brackets read as parentheses and one
+    pair of parentheses around the whole expression is removed: ``"$1,200 - $300"``,
+    ``"(1200-300)"`` and ``"( 76.0 - 25.0 )"`` are all ``"N-N"``; ``"N-(N+N)"`` stays apart
+    from ``"N-N+N"``.
+    """
+    text = _NUMBER_RE.sub("N", _NOISE_RE.sub("", equation)).replace("[", "(").replace("]", ")")
+    while text.startswith("(") and text.endswith(")") and _closes_at_end(text):
+        text = text[1:-1]
+    return text
+
+
+def _closes_at_end(text: str) -> bool:
+    """Whether the parenthesis that opens ``text`` is the one that closes it."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
+
+
+def svamp() -> Iterator[Request]:
+    """SVAMP (MIT): 1,000 one-step and two-step arithmetic word problems, in the file's order.
+
+    The request text is ``Body + " " + Question``, as SVAMP's own code joins them (some bodies end
+    without a full stop; the text is left as published). The gold is ``Answer`` (a float, e.g.
+    51.0) as a string; ``group`` is :func:`equation_skeleton` of ``Equation``, the analysis label
+    that says which requests share a computation.
+    """
+    rows = json.loads(_data_file("svamp", "SVAMP.json").read_text(encoding="utf-8"))
+    for row in rows:
+        yield Request(id=f"svamp-{row['ID']}", question=f"{row['Body'].strip()} {row['Question'].strip()}",
+                      answer=str(row["Answer"]), group=equation_skeleton(row["Equation"]))

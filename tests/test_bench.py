@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 
 import pytest
 
 from minicache.admission import Admission, AdmissionConfig
 from minicache.bench import regenerate_report, run_benchmark
-from minicache.bench.data import BenchRequest, action_matches, load_jsonl, pad_context, select, webshop_gold
+from minicache.bench.data import (
+    BenchRequest,
+    action_matches,
+    is_correct,
+    load,
+    load_jsonl,
+    pad_context,
+    select,
+    webshop_gold,
+)
 from minicache.bench.methods import GENCACHE_SYSTEM, METHOD_NAMES, METHODS, GenCacheLike, PoT, build_method, canonical
 from minicache.bench.regenerate import main as regenerate_main
 from minicache.bench.report import accuracy_latency
@@ -23,6 +33,7 @@ from minicache.bench.runner import (
     summarize,
 )
 from minicache.bench.stats import SEED, compare, compare_all, mcnemar_exact_p
+from minicache.datasets import equation_skeleton
 from minicache.sandbox import SandboxPool
 from minicache.synthesis import answers_match
 from tests.fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
@@ -87,7 +98,14 @@ def test_percentile_interpolates_between_ranks():
 def test_group_purity_counts_requests_outside_their_groups_majority():
     rows = [row("miss", True, 1, group="a", formed="g1"), row("miss", True, 1, group="a", formed="g1"),
             row("miss", True, 1, group="b", formed="g1"), row("miss", True, 1, group="b", formed="g2")]
-    assert group_purity(rows) == {"groups_formed": 2, "labels": 2, "purity": pytest.approx(3 / 4)}
+    assert group_purity(rows) == {"groups_formed": 2, "labels": 2, "groups_per_label": 1.0,
+                                  "purity": pytest.approx(3 / 4)}
+
+
+def test_group_purity_says_how_many_groups_one_computation_was_split_into():
+    rows = [row("miss", True, 1, group="a", formed=g) for g in ("g1", "g2", "g3")]
+    rows.append(row("miss", True, 1, group="b", formed="g4"))
+    assert group_purity(rows)["groups_per_label"] == 2.0  # 4 groups formed for 2 computations
 
 
 def test_webshop_matcher_needs_exact_price_and_half_the_keywords():
@@ -150,6 +168,8 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     assert methods["exact"]["hit_rate"] == pytest.approx(1 / 12)  # only the duplicate request
     assert methods["minicache"]["hit_rate"] > 0.3 and methods["minicache"]["accuracy"] == 1.0
     assert methods["minicache"]["routing"]["purity"] == 1.0
+    routing = methods["minicache"]["routing"]
+    assert routing["groups_per_label"] == routing["groups_formed"] / routing["labels"]
     assert set(methods["pot"]["throughput_rps"]) == {"1", "2"}
     lines = (out / "requests.jsonl").read_text().splitlines()
     assert sum(json.loads(x)["method"] in {"pot", "exact", "gptcache-like", "minicache"} for x in lines) == 48
@@ -166,6 +186,7 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     assert json.loads((out / "results.json").read_text())["paired"] == results["paired"]
     assert "| difference [95% CI] | McNemar p |" in report and "| exact | 12 | 100.0% | 100.0% | +0.0 pts" in report
     assert "minicache builds: inline" in report
+    assert f"({routing['groups_per_label']:.2f} groups per computation)" in report
     for png in ("latency_cdf.png", "cold_start.png", "throughput.png", "accuracy_latency.png"):
         assert (out / png).stat().st_size > 1000
     # The rerun read every request back instead of asking the models again.
@@ -632,3 +653,86 @@ def test_the_chunk_loop_raises_the_limit_logs_the_load_and_stops_at_a_stop_file(
     failed = loop(str(tmp_path / "other"), "4", "10", "--", "--dataset", "formula")
     assert failed.returncode == 3 and not (tmp_path / "other" / "chunks.done").exists()
     assert "exit 3" in (tmp_path / "other" / "load.log").read_text().splitlines()[1]  # "limit 4 after: ... exit 3"
+
+
+# -- SVAMP and the streams with no repetition ------------------------------------------------------
+
+
+def test_svamp_loads_its_1000_problems_with_float_golds_and_27_equation_skeletons():
+    requests = load("svamp")
+    assert len(requests) == 1000 and len({r.id for r in requests}) == 1000
+    assert all(isinstance(r.answer, float) and r.kind == "numeric" and r.context is None for r in requests)
+    first = requests[0]  # chal-1, as published: the body has no full stop before the question
+    assert first.id == "svamp-chal-1" and first.answer == 51.0 and first.group == "N-N"
+    assert first.question == ("Each pack of dvds costs 76 dollars. If there is a discount of 25 dollars on each pack "
+                              "How much do you have to pay to buy each pack?")
+    labels = Counter(r.group for r in requests)
+    # The data's own count: 27 skeletons (as shared/data/SOURCES.md says), from 404 "N-N" down to
+    # six seen once (one of them "N": an equation that is a bare number).
+    assert len(labels) == 27
+    assert labels["N-N"] == 404 and labels["(N+N)-N"] == 48 and labels["N"] == 1
+    assert sum(1 for n in labels.values() if n == 1) == 6
+
+
+def test_an_equation_skeleton_masks_numbers_signs_and_the_outer_parentheses():
+    assert equation_skeleton("( 76.0 - 25.0 )") == "N-N"
+    assert equation_skeleton("$1,200 - $300") == equation_skeleton("(1200-300)") == "N-N"
+    assert equation_skeleton("( ( 5.0 + 3.0 ) - 2.0 )") == "(N+N)-N"
+    assert equation_skeleton("( 5.0 - ( 3.0 + 2.0 ) )") == "N-(N+N)"  # not the same computation
+    assert equation_skeleton("(1-1)/(2+2)") == "(N-N)/(N+N)"  # the outer pair only when it encloses all
+    assert equation_skeleton("[(12.5% + 3%)/2]") == "(N+N)/N"
+
+
+def test_svamp_answers_are_scored_with_the_numeric_tolerance():
+    request = load("svamp")[0]
+    assert is_correct(request, "51") and is_correct(request, 51) and is_correct(request, "51.004")
+    assert not is_correct(request, "51.5") and not is_correct(request, None) and not is_correct(request, "fifty")
+
+
+def test_the_300_request_svamp_stream_is_the_seeded_prefix_of_the_full_shuffle():
+    everything = load("svamp")
+    stream = [r.id for r in select(everything, limit=300, groups=None, seed=0)]
+    full = [r.id for r in select(everything, limit=None, groups=None, seed=0)]
+    assert len(stream) == 300 and stream == full[:300]
+    assert [r.id for r in select(everything, limit=100, groups=None, seed=0)] == stream[:100]  # chunks extend it
+    assert stream != [r.id for r in select(everything, limit=300, groups=None, seed=1)]
+
+
+@pytest.mark.parametrize("dataset, labels", [("tatqa-distinct", 67), ("svamp-distinct", 27),
+                                             ("formula-distinct", 50), ("mix-distinct", 144)])
+def test_a_distinct_stream_has_one_request_per_gold_group(dataset, labels):
+    requests = load(dataset)
+    base = load(dataset.removesuffix("-distinct"))
+    assert len(requests) == labels == len({r.group for r in base})  # every label of the dataset, once
+    assert len({r.group for r in requests}) == len(requests)
+    first = {}
+    for r in base:
+        first.setdefault(r.group, r.id)
+    assert [r.id for r in requests] == list(first.values())  # the first of each group, in file order
+
+
+def test_the_100_request_no_repetition_stream_mixes_datasets_without_repeating_a_group():
+    stream = select(load("mix-distinct"), limit=100, groups=None, seed=0)
+    assert len(stream) == 100 and len({r.group for r in stream}) == 100
+    assert {r.group.split(":")[0] for r in stream} == {"formula", "tatqa", "svamp"}
+    # TAT-QA alone has 67 computations (derivation skeletons) among its 1,417 arithmetic questions.
+    assert len(load("tatqa-distinct")) < 100
+
+
+def test_an_unknown_dataset_is_refused_with_the_names_that_exist():
+    with pytest.raises(ValueError, match="svamp.*NAME-distinct"):
+        load("svamp-unique")
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load("stepcache-micro-distinct")
+
+
+def test_a_distinct_svamp_stream_runs_through_the_benchmark(tmp_path):
+    out = tmp_path / "out"
+    with SandboxPool(size=1) as sandbox:
+        results = run_benchmark(dataset="svamp-distinct", methods=["pot"], target=FakeTarget(), small=FakeSmall(),
+                                embedder=HashEmbedder(), out=out, limit=4, seed=0, sandbox=sandbox, command="test",
+                                background_builds=False)
+    rows = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert results["config"]["dataset"] == "svamp-distinct" and results["methods"]["pot"]["n"] == 4
+    assert [r["id"] for r in rows] == [r.id for r in select(load("svamp-distinct"), limit=4, groups=None, seed=0)]
+    assert len({r["group"] for r in rows}) == 4

@@ -1,6 +1,6 @@
 """Benchmark datasets and how their answers are scored.
 
-Numeric answers (Formula, TAT-QA, generic JSONL) are compared with one tolerance for every method:
+Numeric answers (Formula, TAT-QA, SVAMP, generic JSONL) are compared with one tolerance for every method:
 ``math.isclose(answer, gold, rel_tol=1e-3, abs_tol=0.01)`` (see :func:`minicache.synthesis.answers_match`).
 TAT-QA golds are in units of their ``scale``; the request says which unit it wants (we append the
 scale to the question), and an answer in another unit is wrong for every method alike.
@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..datasets import formula
+from ..datasets import equation_skeleton, formula, svamp
 from ..synthesis import answers_match
 
 
@@ -67,10 +67,15 @@ def load_tatqa() -> list[BenchRequest]:
                 scale = q.get("scale") or ""
                 unit = {"percent": " Answer as a percentage (e.g. 12.5 for 12.5%)."}.get(
                     scale, f" Answer in {scale}s." if scale else "")
-                skeleton = re.sub(r"\d+(?:\.\d+)?", "N", (q.get("derivation") or "").replace(" ", ""))
+                skeleton = equation_skeleton(q.get("derivation") or "")
                 out.append(BenchRequest(f"tatqa-{split}-{q['uid']}", q["question"].strip() + unit, gold,
                                         context=context, group=skeleton or None, meta={"scale": scale}))
     return out
+
+
+def load_svamp() -> list[BenchRequest]:
+    """SVAMP's 1,000 word problems: Body + " " + Question, gold Answer, group = the equation's skeleton."""
+    return [BenchRequest(r.id, r.question, float(r.answer), group=r.group) for r in svamp()]
 
 
 _PRICE = re.compile(r"price lower than\s*\$?\s*([\d,]+(?:\.\d+)?)\s*dollars", re.I)
@@ -128,8 +133,40 @@ def load_stepcache_micro(seed: int) -> list[BenchRequest]:
     return out
 
 
-LOADERS = {"formula": load_formula, "tatqa": load_tatqa, "webshop": load_webshop}
+def load_mix() -> list[BenchRequest]:
+    """Formula, TAT-QA and SVAMP together, each group label prefixed by its dataset ("svamp:N-N").
+
+    Two datasets' requests never share a label: the same arithmetic in a formula prompt, a table
+    question and a word problem is written so differently that it is not one template.
+    """
+    out = []
+    for name, loader in (("formula", load_formula), ("tatqa", load_tatqa), ("svamp", load_svamp)):
+        for r in loader():
+            r.group = f"{name}:{r.group}" if r.group else None
+            out.append(r)
+    return out
+
+
+LOADERS = {"formula": load_formula, "tatqa": load_tatqa, "webshop": load_webshop, "svamp": load_svamp,
+           "mix": load_mix}
 SEEDED = {"stepcache-micro": load_stepcache_micro}  # datasets generated per seed, streamed in their own order
+DISTINCT = "-distinct"  # suffix: one request per gold group (a stream in which no computation repeats)
+
+
+def one_per_group(requests: list[BenchRequest]) -> list[BenchRequest]:
+    """The first request of each gold group, in the dataset's order; unlabelled requests are dropped.
+
+    A stream drawn from these repeats no computation (as far as the labels tell), so a cache can
+    only lose on it: it measures what routing, recording and bookkeeping cost a user whose workload
+    never repeats. The choice is fixed by the file order, not by the seed; the seed shuffles it.
+    """
+    seen: set[str] = set()
+    out = []
+    for r in requests:
+        if r.group and r.group not in seen:
+            seen.add(r.group)
+            out.append(r)
+    return out
 
 
 def load(dataset: str, seed: int = 0) -> list[BenchRequest]:
@@ -137,10 +174,12 @@ def load(dataset: str, seed: int = 0) -> list[BenchRequest]:
         return SEEDED[dataset](seed)
     if dataset in LOADERS:
         return LOADERS[dataset]()
+    if dataset.endswith(DISTINCT) and dataset.removesuffix(DISTINCT) in LOADERS:
+        return one_per_group(LOADERS[dataset.removesuffix(DISTINCT)]())
     if dataset.endswith(".jsonl") and Path(dataset).exists():
         return load_jsonl(dataset)
-    raise ValueError(f"unknown dataset {dataset!r}: use formula, tatqa, webshop, stepcache-micro or a path to a "
-                     ".jsonl file")
+    raise ValueError(f"unknown dataset {dataset!r}: use {', '.join(LOADERS)} (or NAME{DISTINCT}, one request per "
+                     f"gold group), {', '.join(SEEDED)} or a path to a .jsonl file")
 
 
 def select(requests: list[BenchRequest], *, limit: int | None, groups: int | None, seed: int) -> list[BenchRequest]:

@@ -152,7 +152,8 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
     purity = methods.get("minicache", {}).get("routing")
     if purity:
         lines += ["", f"Routing (minicache, no labels): {purity['groups_formed']} groups formed for {purity['labels']} "
-                  f"gold labels, purity {purity['purity']:.1%}."]
+                  f"gold labels ({purity['groups_formed'] / purity['labels']:.2f} groups per computation), "
+                  f"purity {purity['purity']:.1%}."]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_plots(out, results, rows)
 

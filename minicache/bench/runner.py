@@ -175,7 +175,8 @@ def same_requests(rows: dict[str, list[dict[str, Any]]], ref: str = "pot") -> li
 
 
 def group_purity(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """For minicache rows: how pure the automatically formed groups are against the gold labels."""
+    """For minicache rows: how pure the automatically formed groups are against the gold labels, and
+    how much one computation is split (``groups_per_label``: groups formed over gold labels seen)."""
     from collections import Counter, defaultdict
 
     groups: dict[str, list[str]] = defaultdict(list)
@@ -187,7 +188,8 @@ def group_purity(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     total = sum(len(v) for v in groups.values())
     majority = sum(Counter(v).most_common(1)[0][1] for v in groups.values())
-    return {"groups_formed": len(groups), "labels": len({x for v in groups.values() for x in v}),
+    labels = len({x for v in groups.values() for x in v})
+    return {"groups_formed": len(groups), "labels": labels, "groups_per_label": len(groups) / labels,
             "purity": majority / total}
 
 
