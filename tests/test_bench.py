@@ -197,6 +197,23 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     assert again["methods"]["minicache"]["engine_stats"] == methods["minicache"]["engine_stats"]
 
 
+@pytest.mark.parametrize(("limit", "held_out"), [(6, True), (None, False)])
+def test_throughput_is_measured_on_held_out_requests_or_says_it_is_not(tmp_path, capsys, limit, held_out):
+    """Throughput on requests the caches already served flatters them: the run uses requests of the
+    stream's groups left out of the stream, and when there are none it says so (stderr, results, report)."""
+    out = tmp_path / "out"
+    with SandboxPool(size=2) as sandbox:
+        results = run_benchmark(dataset=str(_dataset(tmp_path)), methods=["pot"], target=FakeTarget(),
+                                small=FakeSmall(), embedder=HashEmbedder(), out=out, limit=limit, seed=1,
+                                concurrency=[1], throughput_requests=3, sandbox=sandbox, command="test")
+    assert results["config"]["throughput_held_out"] is held_out
+    report = (out / "report.md").read_text()
+    warned = "favourable to them" in capsys.readouterr().err
+    assert warned is not held_out
+    assert ("held-out requests of the stream's groups" in report) is held_out
+    assert ("already seen by the caches" in report) is not held_out
+
+
 def test_pad_context_reruns_the_first_requests_with_filler_and_reports_each_length(tmp_path):
     dataset = _dataset(tmp_path)
     out = tmp_path / "out"

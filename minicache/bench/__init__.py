@@ -51,20 +51,26 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     out.mkdir(parents=True, exist_ok=True)
     if dataset in SEEDED:  # generated per seed, already in stream order
         stream = load(dataset, seed)[:limit] if limit else load(dataset, seed)
-        fresh = stream[:throughput_requests]
+        fresh, held_out = stream[:throughput_requests], False
     else:
         everything = load(dataset)
         stream = select(everything, limit=limit, groups=groups, seed=seed)
         in_stream = {r.id for r in stream}
         labels = {r.group for r in stream}
-        fresh = [r for r in select(everything, limit=None, groups=None, seed=seed + 1)
-                 if r.id not in in_stream and r.group in labels][:throughput_requests] or stream[:throughput_requests]
+        held = [r for r in select(everything, limit=None, groups=None, seed=seed + 1)
+                if r.id not in in_stream and r.group in labels][:throughput_requests]
+        fresh, held_out = held or stream[:throughput_requests], bool(held)
+    if concurrency and not held_out:
+        print(f"warning: no request of the stream's groups is left out of the stream, so throughput is measured "
+              f"on the stream's first {len(fresh)} requests, which the caches have already seen (favourable to "
+              f"them); leave requests out (--limit, --groups) to measure on held-out ones", file=sys.stderr)
     sandbox = sandbox or SandboxPool(size=max([2] + list(concurrency or [])))
     requests_path = out / "requests.jsonl"
     results_path = out / "results.json"
     results: dict[str, Any] = {
         "config": {"dataset": dataset, "methods": methods, "limit": limit, "groups": groups, "seed": seed,
-                   "concurrency": concurrency or [], "throughput_requests": len(fresh), "pad_context": pad_tokens or [],
+                   "concurrency": concurrency or [], "throughput_requests": len(fresh),
+                   "throughput_held_out": held_out, "pad_context": pad_tokens or [],
                    "use_group_labels": use_group_labels, "subset": subset or {}, "command": command,
                    "background_builds": background_builds,
                    "tolerance": "math.isclose(rel_tol=1e-3, abs_tol=0.01)",

@@ -64,7 +64,12 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
                      f"{m['tokens']['target']:,} | {vs_lat} | {vs_tok} |")
     tp = {name: m.get("throughput_rps") for name, m in methods.items() if m.get("throughput_rps")}
     if tp:
-        lines += ["", "## Throughput (requests/s, C concurrent clients, one instance)", "",
+        config = results.get("config", {})
+        held = config.get("throughput_held_out")
+        on = (f"{config.get('throughput_requests', '?')} held-out requests of the stream's groups (not in the stream)"
+              if held else f"the stream's first {config.get('throughput_requests', '?')} requests, already seen by "
+              "the caches (favourable to them)" if held is False else "requests chosen before this was recorded")
+        lines += ["", "## Throughput (requests/s, C concurrent clients, one instance)", "", f"Measured on {on}.", "",
                   "| method | " + " | ".join(f"C={c}" for c in next(iter(tp.values()))) + " |",
                   "|---|" + "---|" * len(next(iter(tp.values())))]
         for name, per in tp.items():
