@@ -159,7 +159,7 @@ class MiniCache:
                     if not no_store and getattr(exc, "kind", "") != "busy":  # a full pool is not the entry's fault
                         self.hits.count_failure(tenant, entry, question, fallback_reason)
         result = self.miss.solve(decision.group_id, question, context, timings, tenant, record=not no_store,
-                                 new_group=decision.new_group, label=group)
+                                 new_group=decision.new_group, label=group, embedding=decision.embedding)
         if not no_store:
             self.builds.maybe_build(tenant, decision.group_id)
         result.similarity = decision.similarity

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from .answers import SolveResult, check_answer, format_answer
 from .engine_config import EngineConfig
 from .errors import BackendError, ProgramError, SolveError
@@ -31,11 +33,12 @@ class MissPath:
         self.target, self.sandbox, self.store, self.router, self.config = target, sandbox, store, router, config
 
     def solve(self, group_id: str, question: str, context: str | None, timings: dict[str, float], tenant: str,
-              *, record: bool, new_group: bool, label: str | None) -> SolveResult:
+              *, record: bool, new_group: bool, label: str | None, embedding: np.ndarray | None = None) -> SolveResult:
         """The target's program and its answer; SolveError if the target fails or its program fails twice.
 
         With ``record`` the request becomes one of the group's examples (the caller then decides
-        whether the group is worth building)."""
+        whether the group is worth building), stored with ``embedding``: the vector routing already
+        computed for this request (embedded here only if the caller has none)."""
         reference = None
         if self.config.lookup_draft and not new_group:
             examples = self.store.examples(tenant, group_id)
@@ -75,7 +78,8 @@ class MissPath:
         if record:
             t = time.perf_counter()
             self.store.ensure_group(tenant, group_id, label=label)
-            embedding = self.router.embed_request(question)
+            if embedding is None:
+                embedding = self.router.embed_request(question)
             self.store.add_example(Example(id=new_id("ex"), tenant=tenant, group_id=group_id, question=question,
                                            context=context, program=code, answer=value, variables=variables,
                                            embedding=embedding))

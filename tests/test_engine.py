@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fakes import (
@@ -314,6 +315,24 @@ def test_build_prefers_the_program_the_other_examples_agree_with(make):
     assert entry.validation["attempts"][0]["agreements"] == 1
     assert entry.validation["passed"] == 2
     assert ask(rig, CURRENT_RATIO, CR_VALUES[3]).route == "hit"
+
+
+def test_a_recorded_miss_stores_the_embedding_routing_computed_without_embedding_again(make, monkeypatch):
+    """Routing already embeds the request; the miss path stores that vector instead of paying again."""
+    rig = make()
+    embedder = rig.mc.router.embedder
+    calls: list[list[str]] = []
+    embed = embedder.embed
+
+    def counting(texts):
+        calls.append(list(texts))
+        return embed(texts)
+
+    monkeypatch.setattr(embedder, "embed", counting)
+    result = ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    assert result.route == "miss" and len(calls) == 1
+    [example] = rig.store.examples("default", result.group)
+    assert np.allclose(example.embedding, embed(calls[0])[0])
 
 
 def test_a_build_compares_only_the_newest_build_compare_examples(make, monkeypatch):
