@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,12 @@ class AdmissionConfig:
     prior_weight: float = 1.0  # pseudo-groups behind the "n more arrivals" prior
     backoff_s: float = 60.0  # back-off after a group's second failed build; doubles with each after
     backoff_max_s: float = 86_400.0
+
+
+def request_cost(timings: Mapping[str, float]) -> float:
+    """What a request cost, as admission observes it: the sum of its stages' seconds. ``total_s``
+    (the wall time of ``solve``) is left out: it also holds any build the request ran inline."""
+    return sum(v for k, v in timings.items() if k != "total_s")
 
 
 class Ewma:

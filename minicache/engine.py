@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from . import portability
-from .admission import Admission
+from .admission import Admission, request_cost
 from .answers import MAX_DECIMALS, Route, SolveResult, check_answer, format_answer, requested_decimals
 from .build import Builder, BuildQueue
 from .engine_config import EngineConfig
@@ -127,8 +127,7 @@ class MiniCache:
             if result.tokens["target"]:
                 self.store.bump(tenant, "target_tokens", result.tokens["target"])
             if result.route in ("hit", "miss", "fallback"):  # its cost without any build it triggered
-                self.admission.observe_request(tenant, result.group, result.route,
-                                               sum(v for k, v in result.timings.items() if k != "total_s"))
+                self.admission.observe_request(tenant, result.group, result.route, request_cost(result.timings))
         result.timings["total_s"] = time.perf_counter() - began
         return result
 

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..admission import AdmissionConfig
+from ..admission import AdmissionConfig, request_cost
 from ..engine import EngineConfig, MiniCache, SolveError, check_answer
 from ..errors import ProgramError
 from ..models.base import GenerationOptions, Message, ModelBackend
@@ -286,6 +286,11 @@ class MiniCacheMethod:
             done, self._builds = self._builds, []
         return done
 
+    def _build_detail(self) -> dict[str, Any]:
+        """A row's ``builds`` (those finished since the previous row) and ``build_s``, their sum."""
+        builds = self._take_builds()
+        return {"build_s": sum(b[0] for b in builds), "builds": builds}
+
     def tail(self) -> dict[str, Any]:
         """After the stream (and ``engine.wait_for_builds``): the builds no row recorded, and the
         request they came after. The next chunk's ``resume`` carries them into its first row."""
@@ -308,8 +313,7 @@ class MiniCacheMethod:
             route, timings = detail.get("route"), detail.get("timings") or {}
             if route in ("hit", "miss", "fallback") and detail.get("group"):
                 # The same seconds the engine observed: the stages' timings, without total_s.
-                events.append(("request", "default", detail["group"], route,
-                               sum(v for k, v in timings.items() if k != "total_s")))
+                events.append(("request", "default", detail["group"], route, request_cost(timings)))
         carried = tail["builds"] if tail and rows and tail.get("after") == str(rows[-1]["id"]) else []
         events += [("build", float(s), bool(ok)) for s, ok in carried]
         self.engine.admission.replay(events)
@@ -322,19 +326,15 @@ class MiniCacheMethod:
         try:
             res = self.engine.solve(r.question, r.context, group=r.group if self.use_group_labels else None)
         except SolveError as exc:
-            builds = self._take_builds()
-            return Outcome(None, "error", detail={"error": str(exc), "build_s": sum(b[0] for b in builds),
-                                                  "builds": builds})
+            return Outcome(None, "error", detail={"error": str(exc), **self._build_detail()})
         finally:
             self.last_id = str(r.id)
         answer: Any = res.answer
         if r.kind == "action":
             answer = parse_action(answer) if isinstance(answer, str) else answer
-        builds = self._take_builds()
         return Outcome(answer, "hit" if res.route == "hit" else "miss", res.tokens["target"], res.tokens["small"],
                        {"route": res.route, "group": res.group, "extraction": res.extraction,
-                        "timings": res.timings, "fallback_reason": res.fallback_reason,
-                        "build_s": sum(b[0] for b in builds), "builds": builds})
+                        "timings": res.timings, "fallback_reason": res.fallback_reason, **self._build_detail()})
 
 
 class NoReuse:
