@@ -30,7 +30,7 @@ from .hit import learn_profile
 from .lifting import lift
 from .models.base import ModelBackend
 from .request import request_text, shared_prefix, strip_prefix
-from .sandbox import SandboxPool
+from .sandbox import SandboxPool, parse_source
 from .store import Entry, Example, Store, Variable, new_id
 from .synthesis import answers_match, generalize, parse_signature
 
@@ -96,7 +96,7 @@ def without_defaults(source: str) -> str:
     there compute the same on every example compared (each gets a value for every parameter), so a
     build runs one of them per example, not each of them: with each example's lifted program its own
     candidate, comparing all of them made a build quadratic in sandbox runs (tests/test_server_load.py)."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "solve":
             node.args.defaults = [ast.Constant(None) for _ in node.args.defaults]

@@ -299,3 +299,40 @@ def test_a_program_with_non_ascii_identifiers_compiles_in_the_sealed_child():
 def test_programs_still_cannot_import_unicodedata():
     with SandboxPool(size=1) as pool, pytest.raises(SandboxViolation):
         pool.run("import unicodedata\ndef solve():\n    return unicodedata.name('a')\n")
+
+
+def test_programs_are_parsed_one_thread_at_a_time(monkeypatch):
+    """CPython 3.11's AST constructor keeps its recursion depth per interpreter, not per thread, so
+    concurrent ast.parse calls can raise SystemError (python/cpython#106905); the server checks
+    programs in worker threads. Every parse the sandbox's gate does must hold the parse lock."""
+    import ast
+    import threading
+
+    from minicache.sandbox import policy
+
+    real_parse = ast.parse
+    unlocked: list[str] = []
+
+    def spying_parse(source, *args, **kwargs):
+        if not policy._PARSE_LOCK.locked():
+            unlocked.append(source)
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(policy.ast, "parse", spying_parse)
+    program = "def solve(a=1, b=2):\n    return [(a + (b * (a - (b / (a + 1))))) for _ in range(3)]\n"
+    errors: list[BaseException] = []
+
+    def parse_many():
+        try:
+            for _ in range(50):
+                check_program(program)
+        except BaseException as exc:  # noqa: BLE001 - the test reports whatever escaped
+            errors.append(exc)
+
+    threads = [threading.Thread(target=parse_many) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert unlocked == []

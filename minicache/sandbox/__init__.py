@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SandboxError, SandboxUnavailable, SandboxViolation  # re-exported
-from .policy import ALLOWED_MODULES, check_program, function_names
+from .policy import ALLOWED_MODULES, check_program, function_names, parse_source
 
 __all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxUnavailable", "SandboxViolation",
-           "check_program", "function_names", "ALLOWED_MODULES", "default_pool", "run_untrusted",
+           "check_program", "parse_source", "function_names", "ALLOWED_MODULES", "default_pool", "run_untrusted",
            "OS_LAYER_ENV"]
 
 _WORKER = Path(__file__).with_name("_worker.py")
