@@ -18,6 +18,9 @@ with history without bound (about 150 MB per request at 100,000 examples). Inste
   at the cap it replaces the kept vector that is most redundant (closest to another kept one),
   if it is itself less redundant. Search is then exact NumPy over at most
   ``groups x per_group`` rows, whatever the number of requests served.
+* Past ``exact_rows`` kept rows (a tenant whose computations keep growing), search reads only the
+  rows of the groups in a few coarse buckets (:mod:`minicache.route_partition`), sub-linear in the
+  number of groups; below it, search stays exact.
 
 What the index does not see: examples another replica *deletes* (an invalidated group). A request
 routed to such a group records a new example under the group's old id and starts it afresh, which
@@ -33,8 +36,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .route_partition import PROBES, GroupPartition
 from .store.base import RoutingRow, Store
 
+EXACT_ROWS = 20_000  # kept rows up to which search is exact (about 2 ms a request on this machine)
 REDUNDANT = 0.995  # cosine above which a group's new vector is treated as a copy of a kept one
 
 
@@ -49,8 +54,10 @@ class _Group:
 class TenantIndex:
     """One tenant's capped example vectors: a growable float32 matrix and the group of each row."""
 
-    def __init__(self, per_group: int) -> None:
+    def __init__(self, per_group: int, exact_rows: int = EXACT_ROWS, probes: int = PROBES) -> None:
         self.per_group = per_group
+        self.exact_rows, self.probes = exact_rows, probes
+        self.partition: GroupPartition | None = None  # made once the kept rows pass exact_rows
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.owner: list[str | None] = []  # group id of each row (None: a free row)
         self.size = 0  # rows in use or freed (free rows are zero vectors: similarity 0)
@@ -83,6 +90,8 @@ class TenantIndex:
         if vector.shape[0] != self.width:
             self._reset(vector.shape[0])
         group = self.groups.setdefault(group_id, _Group())
+        if not group.rows:
+            self._placed(group_id, vector)
         sims = self.matrix[group.rows] @ vector if group.rows else np.zeros(0, dtype=np.float32)
         if sims.size and float(sims.max()) >= REDUNDANT:
             return False
@@ -111,6 +120,12 @@ class TenantIndex:
         """The first vector, or an embedder change: the newest width wins, as the store's full read did."""
         self.matrix = np.zeros((64, width), dtype=np.float32)
         self.owner, self.size, self.free, self.groups = [None] * 64, 0, [], {}
+        self.partition = None
+
+    def _placed(self, group_id: str, mean: np.ndarray) -> None:
+        """A new group joins the coarse buckets, if there are any (else they are made when needed)."""
+        if self.partition is not None:
+            self.partition.place(group_id, mean)
 
     def extend(self, group_id: str, vectors: np.ndarray) -> None:
         """Offer many vectors of one group at once (a load or refresh): the group keeps a farthest-point
@@ -122,6 +137,8 @@ class TenantIndex:
         if vectors.shape[1] != self.width:
             self._reset(vectors.shape[1])
         group = self.groups.setdefault(group_id, _Group())
+        if not group.rows:
+            self._placed(group_id, vectors.mean(axis=0))
         pool = np.concatenate([self.matrix[group.rows], vectors]) if group.rows else vectors
         chosen = [0]
         best = pool @ pool[0]
@@ -146,6 +163,8 @@ class TenantIndex:
 
     def drop(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
+        if self.partition is not None:
+            self.partition.remove(group_id)
         for row in group.rows if group else []:
             self.matrix[row] = 0.0
             self.owner[row] = None
@@ -155,9 +174,25 @@ class TenantIndex:
         """The group of the most similar kept vector, and that similarity (cosine: unit vectors)."""
         if not self.size or vector.shape[0] != self.width:
             return None, 0.0
-        sims = self.matrix[: self.size] @ vector
+        if self.size - len(self.free) <= self.exact_rows:
+            sims = self.matrix[: self.size] @ vector
+            best = int(np.argmax(sims))
+            return self.owner[best], float(sims[best])
+        rows = [r for g in self._buckets().candidates(vector, self.probes) for r in self.groups[g].rows]
+        if not rows:
+            return None, 0.0
+        index = np.array(rows, dtype=np.intp)
+        sims = self.matrix[index] @ vector
         best = int(np.argmax(sims))
-        return self.owner[best], float(sims[best])
+        return self.owner[int(index[best])], float(sims[best])
+
+    def _buckets(self) -> GroupPartition:
+        """The coarse buckets, made (again) when there are none or the groups have doubled since."""
+        if self.partition is None or len(self.groups) >= 2 * self.partition.built_for:
+            ids = [g for g, group in self.groups.items() if group.rows]
+            means = np.stack([self.matrix[self.groups[g].rows].mean(axis=0) for g in ids])
+            self.partition = GroupPartition.build(ids, means)
+        return self.partition
 
     @property
     def rows(self) -> int:
@@ -182,10 +217,11 @@ class RouteIndex:
     refresh intervals without sleeping."""
 
     def __init__(self, store: Store, *, refresh_s: float = 1.0, per_group: int = 32, batch: int = 50_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 exact_rows: int = EXACT_ROWS, clock: Callable[[], float] = time.monotonic) -> None:
         if per_group < 1:
             raise ValueError("per_group must be at least 1")
         self.store = store
+        self.exact_rows = exact_rows
         self.refresh_s = refresh_s
         self.per_group = per_group
         self.batch = batch
@@ -228,7 +264,7 @@ class RouteIndex:
         return self._load(tenant, load)
 
     def _load(self, tenant: str, load: _Load) -> TenantIndex:
-        index = TenantIndex(self.per_group)
+        index = TenantIndex(self.per_group, self.exact_rows)
         try:
             self._read(index, tenant)  # outside the lock: other tenants are routed meanwhile
         except BaseException:

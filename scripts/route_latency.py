@@ -12,11 +12,14 @@ tenant at start-up, ``RouteIndex.tenant``), and apart from it the store read alo
 every example's row through ``examples_since``, as the load reads them), then the first routed
 request after the load (``first_ms``) and ``--requests`` routes of requests near random groups, with
 the index refreshing from the store on *every* request (``refresh_s=0``, the worst case; the default
-is once a second). The embedder is a stub returning the request's precomputed vector, so the figures
-are routing alone (MiniLM adds a constant few milliseconds). ``--old`` also times the previous
-path: every example's embedding read from the store (``routing_index``) and searched. SQLite is
-filled through ``import_entries``; PostgreSQL with one ``executemany`` (add_example's round trips
-took minutes per 10k rows on this machine).
+is once a second). Each routed request also reports, untimed, whether it went to the group its
+vector was drawn around (``right``) and to the group exact search over every kept row picks
+(``as_exact``: below 1 only where the coarse buckets of ``minicache.route_partition`` are in use,
+past ``--exact-rows`` kept rows; ``buckets`` says how many). The embedder is a stub returning the
+request's precomputed vector, so the figures are routing alone (MiniLM adds a constant few
+milliseconds). ``--old`` also times the previous path: every example's embedding read from the
+store (``routing_index``) and searched. SQLite is filled through ``import_entries``; PostgreSQL
+with one ``executemany`` (add_example's round trips took minutes per 10k rows on this machine).
 
     .venv/bin/python scripts/route_latency.py --store sqlite
     .venv/bin/python scripts/route_latency.py --store postgresql://... --old 10
@@ -35,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from minicache.route_index import EXACT_ROWS
 from minicache.routing import Router
 from minicache.store import Example, open_store
 
@@ -91,11 +95,13 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
     return {"p50_ms": round(float(np.percentile(ms, 50)), 3), "p99_ms": round(float(np.percentile(ms, 99)), 3)}
 
 
-def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rng: np.random.Generator) -> dict:
+def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rng: np.random.Generator,
+            exact_rows: int) -> dict:
     embedder = StubEmbedder()
     router = Router(store, embedder, refresh_s=0.0)
-    queries = unit(centres[rng.integers(0, groups, requests)]
-                   + 0.25 * rng.standard_normal((requests, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
+    router.index.exact_rows = exact_rows
+    own = rng.integers(0, groups, requests)
+    queries = unit(centres[own] + 0.25 * rng.standard_normal((requests, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
     t = time.perf_counter()
     cursor = 0
     while rows := store.examples_since(TENANT, cursor, router.index.batch):
@@ -109,14 +115,19 @@ def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rn
     t = time.perf_counter()
     router.route(TENANT, "q")
     row["first_ms"] = round((time.perf_counter() - t) * 1000, 3)
-    times, joined = [], 0
-    for q in queries:
+    times, joined, right, as_exact = [], 0, 0, 0
+    index = router.index.tenant(TENANT)
+    for g, q in zip(own.tolist(), queries, strict=True):
         embedder.next = q
         t = time.perf_counter()
         decision = router.route(TENANT, "q")
         times.append(time.perf_counter() - t)
         joined += not decision.new_group
-    row.update(new=percentiles(times), joined=joined / requests)
+        right += decision.group_id == f"g{g}"
+        exact = index.owner[int(np.argmax(index.matrix[: index.size] @ q))]  # untimed: what exact search picks
+        as_exact += decision.group_id == exact
+    row.update(new=percentiles(times), joined=joined / requests, right=right / requests, as_exact=as_exact / requests,
+               buckets=len(index.partition.centres) if index.partition else 0)
     if old:
         times = []
         for q in queries[:old]:
@@ -136,6 +147,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--old", type=int, default=0, metavar="N",
                         help="also time N requests of the previous path (every embedding read per request)")
+    parser.add_argument("--exact-rows", type=int, default=EXACT_ROWS, metavar="N",
+                        help=f"kept rows up to which search is exact (default {EXACT_ROWS:,}; past it, coarse "
+                             "buckets: minicache.route_partition); a large N times exact search at every size")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
@@ -156,7 +170,8 @@ def main() -> int:
                 have = size
                 row = {"store": "sqlite" if args.store == "sqlite" else "postgresql", "layout": layout,
                        "examples": size, "fill_s": round(fill_s, 1),
-                       **measure(store, centres, groups_at(layout, size), args.requests, args.old, rng)}
+                       **measure(store, centres, groups_at(layout, size), args.requests, args.old, rng,
+                                 args.exact_rows)}
                 print(json.dumps(row), flush=True)
                 results.append(row)
             store.close()

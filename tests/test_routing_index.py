@@ -361,3 +361,63 @@ def test_loading_one_large_group_takes_memory_linear_in_its_examples():
         tracemalloc.stop()
     assert len(index.groups["g"].rows) == 32
     assert peak < 20 * vectors.nbytes  # linear: the pool and a few vectors of its length
+
+
+# -- coarse buckets past exact_rows (minicache.route_partition) -------------------------------------
+
+def clustered(groups: int, per: int, dim: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``groups`` random unit centres and ``per`` noisy unit vectors around each (rows grouped by centre)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((groups, dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise = rng.standard_normal((groups * per, dim)).astype(np.float32) / np.sqrt(dim)
+    noisy = np.repeat(centres, per, axis=0) + 0.3 * noise
+    return centres, noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+
+
+def filled(index: TenantIndex, vectors: np.ndarray, per: int) -> TenantIndex:
+    for i, v in enumerate(vectors):
+        index.add(f"g{i // per}", v)
+    return index
+
+
+def test_past_exact_rows_the_search_reads_a_few_buckets_and_routes_as_exact_search_does():
+    centres, vectors = clustered(groups=400, per=4)
+    exact = filled(TenantIndex(per_group=8), vectors, 4)
+    bucketed = filled(TenantIndex(per_group=8, exact_rows=100), vectors, 4)
+    queries = centres + 0.3 * np.random.default_rng(1).standard_normal(centres.shape).astype(np.float32) / 8
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    for q in queries:
+        assert bucketed.nearest(q)[0] == exact.nearest(q)[0]
+    assert exact.partition is None  # 1,600 rows: still exact
+    part = bucketed.partition
+    assert part is not None and len(part.centres) == 20  # about sqrt(400 groups) buckets
+    searched = len(part.candidates(queries[0], bucketed.probes))
+    assert searched < 400 / 2  # the groups of 8 buckets of 20, not all 400
+
+
+def test_buckets_are_made_again_when_the_groups_double_and_new_or_dropped_groups_are_kept_in_step():
+    _, vectors = clustered(groups=200, per=2)
+    index = filled(TenantIndex(per_group=4, exact_rows=10), vectors[:200], 2)  # 100 groups
+    index.nearest(vectors[0])
+    first = index.partition
+    assert first is not None and first.built_for == 100
+    filled_more = [index.add(f"g{i // 2}", v) for i, v in enumerate(vectors[200:], start=200)]  # groups 100..199
+    assert all(filled_more)
+    assert "g150" in first.bucket_of  # a new group joined a bucket as it arrived
+    assert index.nearest(vectors[0])[0] == "g0"
+    second = index.partition
+    assert second is not first and second.built_for == 200  # the groups doubled: made again
+    index.drop("g3")
+    assert "g3" not in second.bucket_of
+    assert index.nearest(vectors[6])[0] != "g3"
+
+
+def test_the_buckets_follow_the_data_not_the_process():
+    _, vectors = clustered(groups=150, per=2)
+    a = filled(TenantIndex(per_group=4, exact_rows=10), vectors, 2)
+    b = filled(TenantIndex(per_group=4, exact_rows=10), vectors, 2)
+    a.nearest(vectors[0])
+    b.nearest(vectors[0])
+    assert a.partition.bucket_of == b.partition.bucket_of
+    assert [list(m) for m in a.partition.members] == [list(m) for m in b.partition.members]
