@@ -283,11 +283,8 @@ def serve(host: str, port: int, store: str, config_file: str | None, engine_opti
     from .server import serve as run_server
 
     click.echo("loading models...", err=True)
-    try:
-        run_server(host=host, port=port, store=store, config=config_file, engine_options=engine_options,
-                   log_level=log_level, insecure_no_auth=insecure_no_auth)
-    except MiniCacheError as exc:
-        raise click.ClickException(str(exc)) from None
+    run_server(host=host, port=port, store=store, config=config_file, engine_options=engine_options,
+               log_level=log_level, insecure_no_auth=insecure_no_auth)  # errors: one "error:" line (_Group)
 
 
 for _command in (solve, run, stats, entries, bench, bench_spec):
