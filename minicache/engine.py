@@ -59,7 +59,8 @@ class MiniCache:
 
             embedder = shared_embedder()
         self.router = Router(self.store, embedder, self.config.route_threshold,
-                             refresh_s=self.config.route_refresh_s, per_group=self.config.route_per_group)
+                             refresh_s=self.config.route_refresh_s, per_group=self.config.route_per_group,
+                             exact_rows=self.config.route_exact_rows)
         self.sandbox = sandbox or SandboxPool()
         self._own_sandbox = sandbox is None
         self.extractor = Extractor(small, use_rules=self.config.use_rules, use_choice=self.config.use_choice)

@@ -35,6 +35,7 @@ class EngineConfig:
     route_threshold: float = 0.80
     route_refresh_s: float = 1.0  # how often a tenant's routing index reads other replicas' new examples
     route_per_group: int = 32  # embeddings the routing index keeps per group (a representative set)
+    route_exact_rows: int = 20_000  # kept rows up to which routing searches exactly (then coarse buckets)
     frozen: bool = False  # no new builds (existing entries keep serving)
     build_lease_s: float = 600.0  # how long a build may hold its group's lease before others may take over
     max_question_chars: int = 32_000

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .route_index import RouteIndex
+from .route_index import EXACT_ROWS, RouteIndex
 from .store.base import Store, new_id
 
 _PATTERNS = [
@@ -66,12 +66,12 @@ class Router:
     """Nearest-example routing over skeleton embeddings."""
 
     def __init__(self, store: Store, embedder: Embedder, threshold: float = 0.80, *, refresh_s: float = 1.0,
-                 per_group: int = 32) -> None:
+                 per_group: int = 32, exact_rows: int = EXACT_ROWS) -> None:
         self.store = store
         self.embedder = embedder
         self.threshold = threshold
         # The tenant's examples in memory (minicache.route_index): no request reads history.
-        self.index = RouteIndex(store, refresh_s=refresh_s, per_group=per_group)
+        self.index = RouteIndex(store, refresh_s=refresh_s, per_group=per_group, exact_rows=exact_rows)
         # New groups whose first request is still being served (not yet in the store), so that
         # concurrent first requests of one template join one group instead of starting several.
         self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}

@@ -421,3 +421,24 @@ def test_the_buckets_follow_the_data_not_the_process():
     b.nearest(vectors[0])
     assert a.partition.bucket_of == b.partition.bucket_of
     assert [list(m) for m in a.partition.members] == [list(m) for m in b.partition.members]
+
+
+def test_the_engine_option_route_exact_rows_reaches_every_tenants_index(tmp_path, sandbox):
+    from minicache.config import load_engine_config
+
+    config = load_engine_config(tmp_path / "absent.toml", {}, options=("route_exact_rows=5",))
+    config.background_builds = False
+    assert config.route_exact_rows == 5
+    mc = MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=HashEmbedder(),
+                   sandbox=sandbox, config=config)
+    try:
+        mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0]))
+        width = mc.router.index.tenant("default").width
+        for i in range(12):
+            mc.router.recorded("default", f"g{i}", unit(i, width))
+        index = mc.router.index.tenant("default")
+        assert index.exact_rows == 5 and index.rows == 13
+        assert mc.router.index.nearest("default", unit(7, width)) == ("g7", pytest.approx(1.0))
+        assert index.partition is not None  # routed through the coarse buckets
+    finally:
+        mc.close()
