@@ -17,6 +17,14 @@ A new request aligns with an exemplar when:
   inflow means the request may not be the computation the entry does), unless the exemplar's own
   request held the same number unused (a constant of the wording).
 
+A **text variable** (WebShop's search keywords) is a stretch of the request, not a number. Its slot
+records the stretch's *region*: from the start of the request (or the number before it) to the words
+that lead to the next number ("..., and *price lower than* 30.00 dollars"), and the region's words
+the example's value left out (its filler: "i need a", "which is"). A new request's value is its own
+region, found by the same closing words (the longest ending of them, of at least two words, that
+occurs exactly once and is followed by a number), less those filler words. Numbers inside the region
+belong to the text ("18 inch hair extensions") and are never read as a numeric slot or left over.
+
 Anything less is not an alignment: the caller asks the small model instead, or refuses the hit. The
 slots that did align on their own are still returned, so that a model's choice can be checked
 against them.
@@ -37,6 +45,7 @@ _UNITS = {"year", "month", "day", "week", "quarter", "period", "hour", "minute",
 _STOP = set("a an the and or of for is are was were be by at to in on with from as if its it this that what how "
             "much many per each given has have had will would which who its their our your".split())
 BEFORE, AFTER = 6, 4  # words before and after a number that may describe it
+_TEXT_WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
 
 
 @dataclass
@@ -125,16 +134,39 @@ def cue_score(words: list[tuple[str, int]], cues: set[str], weights: dict[str, f
 
 
 def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) -> dict[str, Any] | None:
-    """An exemplar from one validated (request text, values), or None if a value is not written exactly
-    once in the text (then nobody can tell which number it was), a variable is text, or two
-    variables took the same number."""
+    """An exemplar from one validated (request text, values), or None if a number is not written
+    exactly once in the text (then nobody can tell which number it was), two variables took the same
+    number, or a text value is not the request's words in order (see :func:`learn_text_slot`)."""
     pos = positions(text)
+    slots: dict[str, Any] = {}
+    texts = [var for var in template if var.type == "string"]
+    if len(texts) > 1:
+        return None  # two stretches of text: which words belong to which is not learned from one example
+    inside: list[Position] = []
+    for var in texts:
+        slot = learn_text_slot(text, str(values.get(var.name, "")), pos)
+        if slot is None:
+            return None
+        slots[var.name] = slot
+        inside = [p for p in pos if slot["from"] <= p.start < slot["to"]]
+    region = [p for p in pos if p not in inside]
+    for slot in slots.values():
+        del slot["from"], slot["to"]
+    numbers = _learn_number_slots([v for v in template if v.type != "string"], text, region, values)
+    if numbers is None:
+        return None
+    numeric, taken = numbers
+    slots.update(numeric)
+    constants = [[p.kind, p.values()[0]] for p in region if p.start not in taken]
+    return {"slots": slots, "constants": constants}
+
+
+def _learn_number_slots(template: list[Variable], text: str, pos: list[Position],
+                        values: dict[str, Any]) -> tuple[dict[str, Any], set[int]] | None:
     described = number_words(text, pos)
     slots: dict[str, Any] = {}
     taken: set[int] = set()
     for var in template:
-        if var.type == "string":
-            return None  # text variables are left to the small model (see docs/hits.md)
         value = values.get(var.name)
         where = [(p, i) for p in pos for i, v in enumerate(p.values()) if v == value]
         if len(where) != 1 or where[0][0].start in taken:
@@ -146,8 +178,77 @@ def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) 
         # ("2.4 million" as 2,400,000) or a scale word taken as written (2.4, a program in millions).
         scale = "none" if len(p.readings) == 1 else "scaled" if reading == 1 else "raw"
         slots[var.name] = {"kind": p.kind, "scale": scale, "cues": sorted(cues)}
-    constants = [[p.kind, p.values()[0]] for p in pos if p.start not in taken]
-    return {"slots": slots, "constants": constants}
+    return slots, taken
+
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    return [(m.group(0), m.start(), m.end()) for m in _TEXT_WORD.finditer(text.lower())]
+
+
+def learn_text_slot(text: str, value: str, pos: list[Position]) -> dict[str, Any] | None:
+    """The slot of a text value: its region's start ("start" of the request or "after-number"), the
+    words that close the region (those between the value and the next number, or none when the
+    region runs to the end), and the region's words the value left out. None unless the value's
+    words occur in the request in order."""
+    want = [w for w, _, _ in _words(value)]
+    toks = _words(text)
+    if not want or not toks:
+        return None
+    best: tuple[int, int] | None = None
+    for i, (w, _, _) in enumerate(toks):  # the shortest stretch holding the value's words in order
+        if w != want[0]:
+            continue
+        j, k = i, 0
+        while j < len(toks) and k < len(want):
+            k += toks[j][0] == want[k]
+            j += 1
+        if k == len(want) and (best is None or j - i < best[1] - best[0]):
+            best = (i, j)
+    if best is None:
+        return None
+    start, end = toks[best[0]][1], toks[best[1] - 1][2]
+    before = [p for p in pos if p.end <= start]
+    after = [p for p in pos if p.start >= end]
+    lo = before[-1].end if before else 0
+    hi = after[0].start if after else len(text)
+    closing = [w for w, a, b in toks if end <= a and b <= hi and not w[0].isdigit()]
+    if after and not closing:
+        return None  # nothing says where the text ends and the number begins
+    region = {w for w, a, b in toks if lo <= a and b <= hi}
+    filler = sorted(w for w in region - set(want) - set(closing) if not w[0].isdigit())
+    return {"kind": "text", "start": "after-number" if before else "start", "closing": closing,
+            "filler": filler, "from": lo, "to": hi}
+
+
+def align_text(slot: dict[str, Any], text: str, pos: list[Position]) -> tuple[str, int, int] | str:
+    """The value of a text slot in ``text`` and its region, or why there is none."""
+    toks = _words(text)
+    closing: list[str] = slot["closing"]
+    if closing:
+        found: list[int] = []
+        for n in range(len(closing), min(2, len(closing)) - 1, -1):  # the longest ending that occurs once
+            tail = closing[-n:]
+            found = [i for i in range(len(toks) - n + 1)
+                     if [w for w, _, _ in toks[i:i + n]] == tail
+                     and any(p.start >= toks[i + n - 1][2] and not text[toks[i + n - 1][2]:p.start].strip(" ,:$")
+                             for p in pos)]
+            if found:
+                break
+        if len(found) != 1:
+            return f"the words closing the text ({' '.join(closing)}) are {'not' if not found else 'more than once'} " \
+                   "before a number"
+        hi = toks[found[0]][1]
+    else:
+        hi = len(text)
+    before = [p for p in pos if p.end <= hi]
+    lo = before[-1].end if slot["start"] == "after-number" and before else 0
+    if slot["start"] == "after-number" and not before:
+        return "no number before the text"
+    drop = set(slot["filler"]) | set(closing)
+    kept = [text[a:b] for w, a, b in toks if lo <= a and b <= hi and w not in drop]
+    if not kept:
+        return "the text is empty once its filler is left out"
+    return " ".join(kept), lo, hi
 
 
 @dataclass
@@ -169,11 +270,22 @@ def _weights(slots: dict[str, Any]) -> dict[str, float]:
 def align(exemplar: dict[str, Any], text: str) -> Alignment:
     """Align ``text`` with ``exemplar`` (see the module docstring for the conditions)."""
     pos = positions(text)
-    slots = exemplar.get("slots") or {}
+    every = exemplar.get("slots") or {}
+    reasons: list[str] = []
+    texts: dict[str, Any] = {}
+    for name, slot in every.items():
+        if slot.get("kind") != "text":
+            continue
+        found = align_text(slot, text, pos)
+        if isinstance(found, str):
+            reasons.append(f"{name}: {found}")
+            continue
+        texts[name], lo, hi = found
+        pos = [p for p in pos if not lo <= p.start < hi]  # numbers inside the text are the text's
+    slots = {name: slot for name, slot in every.items() if slot.get("kind") != "text"}
     weights = _weights(slots)
     words = number_words(text, pos)
     chosen: dict[str, Position] = {}
-    reasons: list[str] = []
     for name, slot in slots.items():
         cues = set(slot["cues"])
         score = {p.start: cue_score(words[p.start], cues, weights) for p in pos}
@@ -197,8 +309,10 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
         reasons.append(f"{name} shares its number with another variable")
         del chosen[name]
     # "$1.2 million" where the example wrote "$450,000" or "2.4 million" read in full: the full amount.
-    values = {name: p.readings[-1 if slots[name]["scale"] != "raw" else 0].value for name, p in chosen.items()}
-    if len(chosen) < len(slots):
+    values: dict[str, Any] = {name: p.readings[-1 if slots[name]["scale"] != "raw" else 0].value
+                              for name, p in chosen.items()}
+    values.update(texts)
+    if len(values) < len(every):
         return Alignment(values, False, "; ".join(reasons))
     kinds = {slot["kind"] for slot in slots.values()}
     used = {p.start for p in chosen.values()}
@@ -210,11 +324,25 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
     return Alignment(values, True)
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Equal numbers; for text, the words of the shorter value (at least 60% of them) in the other, as
+    answers are compared (:func:`minicache.synthesis.answers_match`): text taken from a request is
+    written in more than one way."""
+    if isinstance(a, str) and isinstance(b, str):
+        wa, wb = {w for w, _, _ in _words(a)}, {w for w, _, _ in _words(b)}
+        return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+    return bool(a == b)
+
+
+def same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return set(a) == set(b) and all(same_value(a[k], b[k]) for k in a)
+
+
 def check_exemplar(exemplar: dict[str, Any], validated: list[tuple[str, dict[str, Any]]]) -> bool:
     """An exemplar is kept only if every validated request it aligns with gets its validated values."""
     for text, values in validated:
         found = align(exemplar, text)
-        if found.complete and any(found.values[k] != values.get(k) for k in found.values):
+        if found.complete and any(not same_value(found.values[k], values.get(k)) for k in found.values):
             return False
     return True
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, stems
+from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, same_value, same_values, stems
 from .errors import HitRefused  # re-exported
 from .extraction import Extraction, Extractor, Method, apply_rule, check_types
 from .lifting import EXAMPLE_MARK
@@ -235,11 +235,11 @@ class HitVerifier:
         for exemplar in (entry.validation.get("profile") or {}).get("exemplars", []):
             found = align(exemplar, text)
             if found.complete:
-                if complete is not None and complete.values != found.values:
+                if complete is not None and not same_values(complete.values, found.values):
                     raise HitRefused("align", "two validated examples align the request differently")
                 complete = complete or found
             for k, v in found.values.items():
-                if k in partial and partial[k] != v:
+                if k in partial and not same_value(partial[k], v):
                     conflicts.add(k)
                 partial.setdefault(k, v)
         return complete, {k: v for k, v in partial.items() if k not in conflicts}
@@ -253,7 +253,7 @@ class HitVerifier:
         by_rules = self.extractor.by_rules(entry, text)
         zero_model = self.config.align and self.extractor.use_rules
         aligned, partial = self.aligned(entry, text) if zero_model else (None, {})
-        if by_rules is not None and aligned is not None and by_rules != aligned.values:
+        if by_rules is not None and aligned is not None and not same_values(by_rules, aligned.values):
             raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}")
         zero_model_values: tuple[Method, dict[str, Any]] | None = ("rule", by_rules) if by_rules is not None \
             else ("align", aligned.values) if aligned is not None else None

@@ -338,10 +338,54 @@ def test_alignment_refuses_a_leftover_number_and_ties():
     assert not tie.complete and "could be" in tie.reason
 
 
-def test_no_exemplar_when_a_value_is_written_twice_or_is_text():
+def test_no_exemplar_when_a_value_is_written_twice_or_a_text_is_not_the_requests_words():
     assert learn_exemplar(CR_TEMPLATE, CURRENT_RATIO.ask(5000, 5000),
                           {"current_assets": 5000, "current_liabilities": 5000}) is None
-    assert learn_exemplar([Variable("k", "string")], "red shoes under 30 dollars", {"k": "red shoes"}) is None
+    assert learn_exemplar([Variable("k", "string")], "red shoes under 30 dollars", {"k": "crimson sneakers"}) is None
+    assert learn_exemplar([Variable("k", "string")], "red shoes under 30 dollars", {"k": "shoes red"}) is None
+    two_texts = [Variable("what", "string"), Variable("colour", "string")]
+    assert learn_exemplar(two_texts, "red shoes", {"what": "shoes", "colour": "red"}) is None
+
+
+# -- text variables (WebShop's keywords) ----------------------------------------------------------
+
+SEARCH = [Variable("keywords", "string", "what to search for"), Variable("max_price", "number", "price limit")]
+SEARCH_PROGRAM = ('def solve(keywords="protective ac output cable cord", max_price=30.0):\n'
+                  '    return {"keywords": keywords, "max_price": max_price}\n')
+SEARCH_EXAMPLE = ("i need a protective ac output cable cord, and price lower than 30.00 dollars",
+                  {"keywords": "protective ac output cable cord", "max_price": 30.0})
+
+
+def test_a_text_variable_is_the_region_its_closing_words_end_less_the_examples_filler():
+    exemplar = learn_exemplar(SEARCH, *SEARCH_EXAMPLE)
+    assert exemplar["slots"]["keywords"] == {"kind": "text", "start": "start", "filler": ["a", "i", "need"],
+                                             "closing": ["and", "price", "lower", "than"]}
+    found = align(exemplar, "i need a 6 foot long coaxial cable with 53mm plugs, price lower than 40.00 dollars")
+    assert found.complete, found.reason
+    # the numbers inside the text are the text's: not the price, and not left over
+    assert found.values == {"keywords": "6 foot long coaxial cable with 53mm plugs", "max_price": 40}
+
+
+def test_a_text_slot_whose_closing_words_are_missing_or_written_twice_does_not_align():
+    exemplar = learn_exemplar(SEARCH, *SEARCH_EXAMPLE)
+    missing = align(exemplar, "i want red shoes under 30 dollars")
+    assert not missing.complete and "are not before a number" in missing.reason
+    twice = align(exemplar, "red shoes, price lower than 30 dollars, or boots, price lower than 50 dollars")
+    assert not twice.complete and "more than once" in twice.reason
+
+
+def test_a_search_entry_is_served_without_the_small_model_and_its_price_is_the_priced_number():
+    pairs = [SEARCH_EXAMPLE, ("i want a noise cancelling usb microphone, and price lower than 60.00 dollars",
+                              {"keywords": "noise cancelling usb microphone", "max_price": 60.0})]
+    entry = Entry(id="ent_s", tenant="default", group_id="g", template=SEARCH, program=SEARCH_PROGRAM,
+                  validation={"extraction": "free", "profile": learn_profile(SEARCH, pairs, [])})
+    assert len(entry.validation["profile"]["exemplars"]) == 2  # each checked on the other
+    small = MarginSmall({"keywords": "cable", "max_price": 6})  # would read "6 foot" as the price
+    found = HitVerifier(Extractor(small)).extract(entry, "i'm looking for a 6 foot long high performance coaxial "
+                                                         "cable, and price lower than 40.00 dollars")
+    assert found.method == "align" and small.calls == 0
+    assert found.variables["max_price"] == 40
+    assert set(found.variables["keywords"].split()) >= {"6", "foot", "coaxial", "cable"}
 
 
 def test_an_exemplar_that_misreads_a_validated_example_is_dropped():
