@@ -18,11 +18,12 @@ A new request aligns with an exemplar when:
   request held the same number unused (a constant of the wording).
 
 A **text variable** (WebShop's search keywords) is a stretch of the request, not a number. Its slot
-records the stretch's *region*: from the start of the request (or the number before it) to the words
-that lead to the next number ("..., and *price lower than* 30.00 dollars"), and the region's words
-the example's value left out (its filler: "i need a", "which is"). A new request's value is its own
-region, found by the same closing words (the longest ending of them, of at least two words, that
-occurs exactly once and is followed by a number), less those filler words. Numbers inside the region
+records the stretch's *region*: from the start of the request (or from the words that follow the
+number before it) to the words that lead to the next number ("..., and *price lower than* 30.00
+dollars"), and the region's words the example's value left out (its filler: "i need a", "which
+is"). A new request's value is its own region, found by the same opening and closing words (the
+longest beginning of the one and ending of the other, of at least two words, that occurs exactly
+once next to a number), less the filler and those words. Numbers inside the region
 belong to the text ("18 inch hair extensions") and are never read as a numeric slot or left over.
 
 Anything less is not an alignment: the caller asks the small model instead, or refuses the hit. The
@@ -186,10 +187,11 @@ def _words(text: str) -> list[tuple[str, int, int]]:
 
 
 def learn_text_slot(text: str, value: str, pos: list[Position]) -> dict[str, Any] | None:
-    """The slot of a text value: its region's start ("start" of the request or "after-number"), the
-    words that close the region (those between the value and the next number, or none when the
-    region runs to the end), and the region's words the value left out. None unless the value's
-    words occur in the request in order."""
+    """The slot of a text value: the words that open its region (those between the number before the
+    value and the value; none when no number comes before: the region opens at the request's start),
+    the words that close it (between the value and the next number; none when no number follows),
+    and the region's words the value left out. None unless the value's words occur in the request in
+    order, with words between it and any number next to it."""
     want = [w for w, _, _ in _words(value)]
     toks = _words(text)
     if not want or not toks:
@@ -211,40 +213,56 @@ def learn_text_slot(text: str, value: str, pos: list[Position]) -> dict[str, Any
     after = [p for p in pos if p.start >= end]
     lo = before[-1].end if before else 0
     hi = after[0].start if after else len(text)
+    opening = [w for w, a, b in toks if lo <= a and b <= start and not w[0].isdigit()]
     closing = [w for w, a, b in toks if end <= a and b <= hi and not w[0].isdigit()]
-    if after and not closing:
-        return None  # nothing says where the text ends and the number begins
+    if before and not opening or after and not closing:
+        return None  # nothing says where the number ends and the text begins, or the other way round
     region = {w for w, a, b in toks if lo <= a and b <= hi}
-    filler = sorted(w for w in region - set(want) - set(closing) if not w[0].isdigit())
-    return {"kind": "text", "start": "after-number" if before else "start", "closing": closing,
-            "filler": filler, "from": lo, "to": hi}
+    filler = sorted(w for w in region - set(want) - set(opening if before else []) - set(closing)
+                    if not w[0].isdigit())
+    return {"kind": "text", "opening": opening if before else None, "closing": closing, "filler": filler,
+            "from": lo, "to": hi}
+
+
+def _anchor(words: list[str], toks: list[tuple[str, int, int]], text: str, pos: list[Position],
+            closing: bool) -> list[int] | None:
+    """Where the slot's opening words (their longest beginning) or closing words (their longest
+    ending), at least two of them, occur next to a number: right after one, or right before one.
+    Token indexes of every occurrence of the first length that occurs at all; None if none does."""
+    def next_to_number(i: int, n: int) -> bool:
+        if closing:
+            gap_from = toks[i + n - 1][2]
+            return any(p.start >= gap_from and not text[gap_from:p.start].strip(" ,:$") for p in pos)
+        gap_to = toks[i][1]
+        return any(p.end <= gap_to and not text[p.end:gap_to].strip(" ,:;.()\"'") for p in pos)
+
+    for n in range(len(words), min(2, len(words)) - 1, -1):
+        part = words[-n:] if closing else words[:n]
+        found = [i for i in range(len(toks) - n + 1)
+                 if [w for w, _, _ in toks[i:i + n]] == part and next_to_number(i, n)]
+        if found:
+            return [i + n - 1 if not closing else i for i in found]
+    return None
 
 
 def align_text(slot: dict[str, Any], text: str, pos: list[Position]) -> tuple[str, int, int] | str:
     """The value of a text slot in ``text`` and its region, or why there is none."""
     toks = _words(text)
-    closing: list[str] = slot["closing"]
-    if closing:
-        found: list[int] = []
-        for n in range(len(closing), min(2, len(closing)) - 1, -1):  # the longest ending that occurs once
-            tail = closing[-n:]
-            found = [i for i in range(len(toks) - n + 1)
-                     if [w for w, _, _ in toks[i:i + n]] == tail
-                     and any(p.start >= toks[i + n - 1][2] and not text[toks[i + n - 1][2]:p.start].strip(" ,:$")
-                             for p in pos)]
-            if found:
-                break
-        if len(found) != 1:
-            return f"the words closing the text ({' '.join(closing)}) are {'not' if not found else 'more than once'} " \
-                   "before a number"
-        hi = toks[found[0]][1]
-    else:
-        hi = len(text)
-    before = [p for p in pos if p.end <= hi]
-    lo = before[-1].end if slot["start"] == "after-number" and before else 0
-    if slot["start"] == "after-number" and not before:
-        return "no number before the text"
-    drop = set(slot["filler"]) | set(closing)
+    bounds = []
+    for words, closing in ((slot.get("opening"), False), (slot["closing"], True)):
+        if not words:
+            bounds.append(len(text) if closing else 0)
+            continue
+        found = _anchor(words, toks, text, pos, closing)
+        if found is None or len(found) != 1:
+            where = "before" if closing else "after"
+            return (f"the words {'closing' if closing else 'opening'} the text ({' '.join(words)}) are "
+                    f"{'not' if found is None else 'more than once'} {where} a number")
+        bounds.append(toks[found[0]][1] if closing else toks[found[0]][2])
+    lo, hi = bounds
+    if lo >= hi:
+        return "the text's opening words come after its closing words"
+    drop = set(slot["filler"]) | set(slot.get("opening") or []) | set(slot["closing"])
     kept = [text[a:b] for w, a, b in toks if lo <= a and b <= hi and w not in drop]
     if not kept:
         return "the text is empty once its filler is left out"

@@ -358,12 +358,21 @@ SEARCH_EXAMPLE = ("i need a protective ac output cable cord, and price lower tha
 
 def test_a_text_variable_is_the_region_its_closing_words_end_less_the_examples_filler():
     exemplar = learn_exemplar(SEARCH, *SEARCH_EXAMPLE)
-    assert exemplar["slots"]["keywords"] == {"kind": "text", "start": "start", "filler": ["a", "i", "need"],
+    assert exemplar["slots"]["keywords"] == {"kind": "text", "opening": None, "filler": ["a", "i", "need"],
                                              "closing": ["and", "price", "lower", "than"]}
     found = align(exemplar, "i need a 6 foot long coaxial cable with 53mm plugs, price lower than 40.00 dollars")
     assert found.complete, found.reason
     # the numbers inside the text are the text's: not the price, and not left over
     assert found.values == {"keywords": "6 foot long coaxial cable with 53mm plugs", "max_price": 40}
+
+
+def test_a_text_after_a_number_opens_where_the_words_after_that_number_say_not_at_numbers_inside_it():
+    boilerplate = "Write the search (max_price 1000000 if none). Instruction: "
+    exemplar = learn_exemplar(SEARCH, boilerplate + SEARCH_EXAMPLE[0], SEARCH_EXAMPLE[1])
+    assert exemplar["slots"]["keywords"]["opening"] == ["if", "none", "instruction", "i", "need", "a"]
+    found = align(exemplar, boilerplate + "i want 2 pairs of 10 inch red shoes, and price lower than 40 dollars")
+    assert found.complete, found.reason
+    assert found.values == {"keywords": "want 2 pairs of 10 inch red shoes", "max_price": 40}
 
 
 def test_a_text_slot_whose_closing_words_are_missing_or_written_twice_does_not_align():
