@@ -5,7 +5,7 @@ took. That number has a **kind** (a percentage, a money amount, a count followed
 "5 years", a number word such as "quarterly", or a plain number), an optional scale reading ("2.4
 million" read as 2,400,000) and **cue words** around it ("annual cash *inflows* of $6,000"). An
 *exemplar* keeps exactly that, with the numbers masked, so it is learned from a single example,
-where a learned rule (:func:`minicache.extraction.learn_rules`) needs two that agree.
+where a learned rule (:func:`minicache.rules.learn_rules`) needs two that agree.
 
 A new request aligns with an exemplar when:
 
@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .extraction import Candidate, find_candidates
+from .numbers import Candidate, find_candidates
 from .store.base import Variable
 
 _WORD = re.compile(r"[a-z]+")

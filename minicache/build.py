@@ -25,11 +25,13 @@ from .answers import check_answer
 from .engine_config import EngineConfig
 from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
 from .events import EventLog
-from .extraction import Extractor, candidate_values, learn_rules
+from .extraction import Extractor
 from .hit import learn_profile
 from .lifting import lift
 from .models.base import ModelBackend
+from .numbers import candidate_values
 from .request import request_text, shared_prefix, strip_prefix
+from .rules import learn_rules
 from .sandbox import SandboxPool, parse_source
 from .store import Entry, Example, Store, Variable, new_id
 from .synthesis import answers_match, generalize, parse_signature

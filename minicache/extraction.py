@@ -2,9 +2,10 @@
 
 Three ways, cheapest first:
 
-1. **Learned rules** (GenCache-style): for each variable, a pattern learned from validated
-   extractions - the words that anchor its number in the text, or its position among the numbers -
-   used only when it resolves every variable of the request unambiguously.
+1. **Learned rules** (GenCache-style, :mod:`minicache.rules`): for each variable, a pattern learned
+   from validated extractions - the words that anchor its number in the text, or its position among
+   the numbers (:mod:`minicache.numbers`) - used only when it resolves every variable of the request
+   unambiguously.
 2. **Candidate choice**: the small model fills the template as schema-constrained JSON, but each
    variable may only take a value among the numbers actually found in the request (a JSON-schema
    ``enum``), so the output is a handful of tokens and cannot invent digits.
@@ -22,19 +23,9 @@ from typing import Any, Literal
 
 from .errors import BackendError, ExtractionError  # ExtractionError re-exported
 from .models.base import GenerationOptions, Message, ModelBackend
+from .numbers import candidate_values
+from .rules import apply_rule
 from .store.base import Entry, Variable
-
-_NUMBER = re.compile(
-    r"(?<![\w.])(?P<neg>-|−)?(?P<cur>[$€£¥])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-    r"(?P<pct>\s?%| percent\b)?(?:\s?(?P<scale>million|billion|thousand|mn|bn)\b)?", re.I)
-_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-          "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "thirty": 30, "half": 0.5,
-          "twice": 2, "double": 2, "quarterly": 4, "monthly": 12, "semi-annually": 2, "semiannually": 2,
-          "annually": 1, "daily": 365, "weekly": 52}
-_WORD_RE = re.compile(r"\b(" + "|".join(sorted(_WORDS, key=len, reverse=True)) + r")\b", re.I)
-_SCALES = {"thousand": 1e3, "million": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9}
-_TOKEN = re.compile(r"[a-z]+")
-
 
 # A string variable whose description says this was lifted from the request's own words (see
 # minicache.lifting); an extracted value for it must be made of the request's words too.
@@ -53,225 +44,7 @@ def check_grounded(template: list[Variable], values: dict[str, Any], text: str) 
                                       f"{', '.join(missing[:5]) or 'it is empty'} not found there")
 
 
-@dataclass
-class Candidate:
-    value: float
-    start: int
-    end: int
-    text: str
-
-
-def _clean(value: float) -> float | int:
-    return int(value) if float(value).is_integer() and abs(value) < 1e15 else round(value, 10)
-
-
-def find_candidates(text: str) -> list[Candidate]:
-    """Every number written in ``text``, in order, plus its scaled value ("2.4 million" -> 2400000).
-
-    Years and other numbers are all candidates: the model, or a rule, decides which one a variable is.
-    """
-    found: list[Candidate] = []
-    for m in _NUMBER.finditer(text):
-        raw = float(m.group("num").replace(",", ""))
-        if m.group("neg"):
-            raw = -raw
-        found.append(Candidate(_clean(raw), m.start(), m.end(), m.group(0)))
-        if m.group("scale"):
-            found.append(Candidate(_clean(raw * _SCALES[m.group("scale").lower()]), m.start(), m.end(), m.group(0)))
-    for m in _WORD_RE.finditer(text):
-        found.append(Candidate(_WORDS[m.group(1).lower()], m.start(), m.end(), m.group(0)))
-    found.sort(key=lambda c: (c.start, c.end))
-    return found
-
-
-def candidate_values(text: str) -> list[float | int]:
-    seen: list[float | int] = []
-    for c in find_candidates(text):
-        if c.value not in seen:
-            seen.append(c.value)
-    return seen
-
-
-# ---------------------------------------------------------------------------------------------
-# Learned rules
-
-
-def _anchor_words(text: str, cand: Candidate, width: int = 4) -> list[str]:
-    return _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-width:]
-
-
 Method = Literal["rule", "align", "choice", "free"]  # how a hit's values were found; the last two use the model
-
-_WEAK_ANCHORS = {"of", "is", "at", "and", "the", "a", "for", "to", "by", "with", "in"}
-
-
-@dataclass(frozen=True)
-class AnchorRule:
-    """The number right after these words (the last words before it)."""
-
-    words: tuple[str, ...]
-    kind: Literal["anchor"] = "anchor"
-
-    def apply(self, text: str, cands: list[Candidate]) -> float | int | None:
-        words = list(self.words)
-        hits = {c.value for c in cands if _anchor_words(text, c)[-len(words):] == words}
-        # The scaled and unscaled readings of "2.4 million" share an anchor: take the first one written,
-        # which the validated examples agreed with.
-        hits_ordered = [c.value for c in cands if _anchor_words(text, c)[-len(words):] == words]
-        if len(hits) == 1 or (hits_ordered and len({c.start for c in cands if c.value in hits}) == 1):
-            return hits_ordered[0]
-        return None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "words": list(self.words)}
-
-
-@dataclass(frozen=True)
-class KeywordRule:
-    """The number whose nearby words share the most stems with the variable's name."""
-
-    stems: tuple[str, ...]
-    kind: Literal["keyword"] = "keyword"
-
-    def apply(self, text: str, cands: list[Candidate]) -> float | int | None:
-        # Only a unique best (by place: "2.4 million" is read both ways at one place) counts.
-        scored = [(_keyword_score(text, c, list(self.stems)), c) for c in cands]
-        best = max((score for score, _ in scored), default=0)
-        top = [c for score, c in scored if score == best]
-        if best == 0 or len({c.start for c in top}) != 1:
-            return None
-        return top[0].value
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "stems": list(self.stems)}
-
-
-@dataclass(frozen=True)
-class PositionRule:
-    """The ``index``-th of exactly ``count`` numbers in the request."""
-
-    index: int
-    count: int
-    kind: Literal["position"] = "position"
-
-    def apply(self, text: str, cands: list[Candidate]) -> float | int | None:
-        return cands[self.index].value if len(cands) == self.count else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "index": self.index, "count": self.count}
-
-
-Rule = AnchorRule | KeywordRule | PositionRule
-
-
-def _words(value: Any, nonempty: bool) -> tuple[str, ...] | None:
-    if not isinstance(value, list) or not 0 < len(value) <= 8:
-        return None
-    return tuple(value) if all(isinstance(w, str) and (w or not nonempty) for w in value) else None
-
-
-def parse_rule(data: Any) -> Rule | None:
-    """A rule from its stored JSON form (an entry's ``rules``, an import), or None if it is not one.
-
-    ``parse_rule(rule.to_json()) == rule`` for every rule, and ``to_json`` writes the keys in the
-    order entries already in users' stores have them."""
-    if isinstance(data, (AnchorRule, KeywordRule, PositionRule)):
-        data = data.to_json()  # a typed rule passes the same shape checks as a stored one
-    if not isinstance(data, dict):
-        return None
-    kind = data.get("kind")
-    if kind == "anchor" and (words := _words(data.get("words"), False)) is not None:
-        return AnchorRule(words)
-    if kind == "keyword" and (stems := _words(data.get("stems"), True)) is not None:
-        return KeywordRule(stems)
-    index, count = data.get("index"), data.get("count")
-    if kind == "position" and isinstance(index, int) and isinstance(count, int) and 0 <= index < count:
-        return PositionRule(index, count)
-    return None
-
-
-def valid_rule(rule: Any) -> bool:
-    """Shape check for rules that come from outside (imports): anything else is rejected."""
-    return parse_rule(rule) is not None
-
-
-def apply_rule(rule: Rule | dict[str, Any], text: str) -> float | int | None:
-    """The value the rule (typed, or in its stored JSON form) gives for ``text``, or None when it does
-    not apply unambiguously or is not a valid rule."""
-    parsed = parse_rule(rule)
-    return None if parsed is None else parsed.apply(text, find_candidates(text))
-
-
-def learn_rules(template: list[Variable], validated: list[tuple[str, dict[str, Any]]]) -> dict[str, Rule]:
-    """Per-variable rules that reproduce every validated extraction; variables without one are left out.
-
-    ``validated`` holds (request text, variables the small model extracted and validation confirmed).
-    An *anchor* rule is the shortest run of words (ending right before the number) shared by all
-    examples; a *position* rule is "the k-th of exactly n numbers". A rule is kept only if applying
-    it to each validated request gives back exactly the validated value.
-    """
-    if len(validated) < 2:
-        return {}
-    rules: dict[str, Rule] = {}
-    for var in template:
-        contexts: list[tuple[str, Candidate]] = []
-        for text, values in validated:
-            value = values.get(var.name)
-            matches = [c for c in find_candidates(text) if c.value == value]
-            if len(matches) != 1:
-                contexts = []
-                break
-            contexts.append((text, matches[0]))
-        if not contexts:
-            continue
-        windows = [_anchor_words(text, cand) for text, cand in contexts]
-        for size in range(1, 5):
-            tails = {tuple(w[-size:]) for w in windows if len(w) >= size}
-            if len(tails) == 1 and all(len(w) >= size for w in windows):
-                anchor = next(iter(tails))
-                if anchor[-1] in _WEAK_ANCHORS and size == 1:
-                    continue
-                rule: Rule = AnchorRule(anchor)
-                if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
-                    rules[var.name] = rule
-                    break
-        if var.name in rules:
-            continue
-        stems = name_stems(var.name)
-        if stems:
-            rule = KeywordRule(tuple(stems))
-            if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
-                rules[var.name] = rule
-                continue
-        positions = set()
-        for text, values in validated:
-            cands = [c.value for c in find_candidates(text)]
-            positions.add((cands.index(values[var.name]) if values[var.name] in cands else -1, len(cands)))
-        if len(positions) == 1:
-            index, count = next(iter(positions))
-            if index >= 0:
-                rule = PositionRule(index, count)
-                if all(apply_rule(rule, text) == vals[var.name] for text, vals in validated):
-                    rules[var.name] = rule
-    return rules
-
-
-def name_stems(name: str) -> list[str]:
-    """Five-letter stems of a variable name's words ("operating_income" -> ["opera", "incom"])."""
-    return [w[:5] for w in re.split(r"[_\W\d]+", name.lower()) if len(w) >= 3]
-
-
-def _keyword_score(text: str, cand: Candidate, stems: list[str]) -> int:
-    """How close the words of the name are to the number: up to 8 words before it count most (the
-    nearer the more), up to 3 words after it less."""
-    before = [w[:5] for w in _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-8:]]
-    after = [w[:5] for w in _TOKEN.findall(text[cand.end:cand.end + 40].lower())[:3]]
-    score = 0
-    for distance, word in enumerate(reversed(before), start=1):
-        score += (10 - distance) * (word in stems)
-    for distance, word in enumerate(after, start=1):
-        score += (4 - distance) * (word in stems)
-    return score
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,8 +27,9 @@ from typing import Any
 
 from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, same_value, same_values, stems
 from .errors import HitRefused  # re-exported
-from .extraction import Extraction, Extractor, Method, apply_rule, check_types
+from .extraction import Extraction, Extractor, Method, check_types
 from .lifting import EXAMPLE_MARK
+from .rules import apply_rule
 from .store.base import Entry, Variable
 
 MODEL_PATHS = ("choice", "free")  # extraction methods where the small model chose the values

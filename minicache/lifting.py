@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .extraction import REQUEST_WORDS, Candidate, find_candidates
+from .extraction import REQUEST_WORDS
+from .numbers import Candidate, find_candidates
 from .sandbox import SandboxViolation, check_program
 from .synthesis import ProgramShapeError, comments_by_line, parse_signature
 

@@ -43,8 +43,8 @@ from pydantic import (
 )
 
 from .errors import InvalidRequest
-from .extraction import valid_rule
 from .routing import Embedder, embed_request
+from .rules import valid_rule
 from .sandbox import SandboxViolation, check_program
 from .store import Entry, Example, Store, Variable, new_id, program_hash
 from .synthesis import ProgramShapeError, parse_signature

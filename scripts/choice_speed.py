@@ -18,10 +18,10 @@ import json
 import statistics
 import time
 
-from minicache.extraction import candidate_values
 from minicache.models import GenerationOptions, Message
 from minicache.models.extraction_probes import EXTRACT_SYSTEM, EXTRACTION_CASES
 from minicache.models.llamacpp import LlamaCppBackend
+from minicache.numbers import candidate_values
 
 
 def main() -> None:

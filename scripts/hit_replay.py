@@ -29,10 +29,12 @@ from typing import Any
 
 from minicache.align import align
 from minicache.bench.data import is_correct, load
-from minicache.extraction import Extraction, ExtractionError, Extractor, candidate_values, learn_rules
+from minicache.extraction import Extraction, ExtractionError, Extractor
 from minicache.hit import HitRefused, HitVerifier, check_values, learn_profile
 from minicache.models.base import set_real_models_allowed
+from minicache.numbers import candidate_values
 from minicache.request import shared_prefix, strip_prefix
+from minicache.rules import learn_rules
 from minicache.store import Entry, Variable
 
 FORMULAS: dict[str, tuple[list[Variable], Any]] = {

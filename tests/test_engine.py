@@ -365,7 +365,7 @@ def test_the_groups_own_programs_add_examples_to_rule_learning(make):
 def test_an_entrys_stored_records_keep_their_json_form_now_that_they_are_typed(make):
     """Validation is a dataclass and rules are typed classes in the build; what the store holds is
     the JSON entries already in users' files have: the same keys, rules as plain JSON objects."""
-    from minicache.extraction import parse_rule
+    from minicache.rules import parse_rule
 
     rig = make()
     results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])

@@ -5,23 +5,10 @@ from __future__ import annotations
 import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall
-from minicache.extraction import (
-    AnchorRule,
-    ExtractionError,
-    Extractor,
-    KeywordRule,
-    PositionRule,
-    apply_rule,
-    candidate_values,
-    check_types,
-    find_candidates,
-    learn_rules,
-    parse_rule,
-    template_prompt,
-    template_schema,
-    valid_rule,
-)
+from minicache.extraction import ExtractionError, Extractor, check_types, template_prompt, template_schema
 from minicache.models import FakeBackend
+from minicache.numbers import candidate_values, find_candidates
+from minicache.rules import AnchorRule, KeywordRule, PositionRule, apply_rule, learn_rules, parse_rule, valid_rule
 from minicache.store import Entry, Variable
 
 
@@ -310,7 +297,7 @@ def test_shared_prefix_is_the_common_boilerplate_cut_at_a_word_boundary():
 
 
 def test_keyword_rule_reads_numbers_by_the_words_of_the_variable_name():
-    from minicache.extraction import apply_rule, learn_rules, name_stems
+    from minicache.rules import apply_rule, learn_rules, name_stems
     from minicache.store.base import Variable
 
     template = [Variable("revenue"), Variable("operating_income")]

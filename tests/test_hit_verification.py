@@ -12,10 +12,11 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 from minicache.align import align, check_exemplar, learn_exemplar, learn_exemplars, number_kind, positions
 from minicache.engine import EngineConfig, MiniCache
-from minicache.extraction import Extractor, find_candidates
+from minicache.extraction import Extractor
 from minicache.hit import HitRefused, HitVerifier, VerifyConfig, demoted, learn_profile, wilson_upper
 from minicache.models.base import Completion
 from minicache.models.choice import Field, decode_object
+from minicache.numbers import find_candidates
 from minicache.store import Entry, SQLiteStore, Variable
 from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
 from test_choice import VOCAB, tokenize

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from minicache import OpenAIBackend
 from minicache.cli import main
-from minicache.extraction import candidate_values
 from minicache.models import GenerationOptions, Message, fetch
 from minicache.models.extraction_probes import EXTRACT_SYSTEM, EXTRACTION_CASES
+from minicache.numbers import candidate_values
 from minicache.programs import extract_code
 from minicache.sandbox import SandboxPool
 
