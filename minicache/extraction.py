@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from .errors import BackendError, ExtractionError  # ExtractionError re-exported
 from .models.base import GenerationOptions, Message, ModelBackend
-from .numbers import candidate_values
+from .numbers import candidate_values, relevant_text
 from .rules import apply_rule
 from .store.base import Entry, Variable
 
@@ -139,6 +139,7 @@ class Extractor:
 
     def by_model(self, template: list[Variable], text: str, *, choice: bool | None = None) -> Extraction:
         choice = self.use_choice if choice is None else choice
+        text = relevant_text(text)
         candidates = candidate_values(text) if choice else None
         if choice and not candidates:
             candidates = None

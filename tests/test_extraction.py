@@ -7,7 +7,7 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall
 from minicache.extraction import ExtractionError, Extractor, check_types, template_prompt, template_schema
 from minicache.models import FakeBackend
-from minicache.numbers import candidate_values, find_candidates
+from minicache.numbers import candidate_values, find_candidates, relevant_text
 from minicache.rules import AnchorRule, KeywordRule, PositionRule, apply_rule, learn_rules, parse_rule, valid_rule
 from minicache.store import Entry, Variable
 
@@ -315,3 +315,23 @@ def test_keyword_rule_reads_numbers_by_the_words_of_the_variable_name():
     assert apply_rule(rules["operating_income"], text) == 90000
     # No number near any of the name's words: the rule does not apply (the small model decides).
     assert apply_rule(rules["revenue"], "Sales were 10 and costs 4.") is None
+
+
+FILLER = ("The board thanked the outgoing committee members for their service. "
+          "Several unrelated operational remarks were recorded in the minutes. ") * 20
+
+
+def test_the_small_model_reads_a_long_request_without_its_sentences_that_write_no_number():
+    request = FILLER + "Our records say so. Current assets are $64,000. Current liabilities total $16,000. " + FILLER
+    assert len(request) > 2000
+    short = relevant_text(request)
+    # each number's sentence and the one before it, in order; none of the filler
+    assert short.split("\n") == ["Our records say so.", "Current assets are $64,000.",
+                                 "Current liabilities total $16,000."]
+    assert candidate_values(short) == candidate_values(request)
+    assert relevant_text(CURRENT_RATIO.ask(64000, 16000)) == CURRENT_RATIO.ask(64000, 16000)  # short: as it is
+    small = FakeBackend.scripted([{"current_assets": 64000, "current_liabilities": 16000}])
+    result = Extractor(small).by_model(cr_entry().template, request, choice=True)
+    assert result.variables == {"current_assets": 64000, "current_liabilities": 16000}
+    (call,) = small.calls
+    assert call.messages[-1].content == short
