@@ -322,11 +322,12 @@ FILLER = ("The board thanked the outgoing committee members for their service. "
 
 
 def test_the_small_model_reads_a_long_request_without_its_sentences_that_write_no_number():
-    request = FILLER + "Our records say so. Current assets are $64,000. Current liabilities total $16,000. " + FILLER
+    request = ("What is the current ratio?\n\nContext:\n" + FILLER + "Our records say so. Current assets are $64,000. "
+               "Current liabilities total $16,000. " + FILLER)
     assert len(request) > 2000
     short = relevant_text(request)
-    # each number's sentence and the one before it, in order; none of the filler
-    assert short.split("\n") == ["Our records say so.", "Current assets are $64,000.",
+    # the question, each number's sentence and the one before it, in order; none of the filler
+    assert short.split("\n") == ["What is the current ratio?", "Our records say so.", "Current assets are $64,000.",
                                  "Current liabilities total $16,000."]
     assert candidate_values(short) == candidate_values(request)
     assert relevant_text(CURRENT_RATIO.ask(64000, 16000)) == CURRENT_RATIO.ask(64000, 16000)  # short: as it is
