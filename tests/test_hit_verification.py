@@ -499,3 +499,52 @@ def test_cache_error_and_gain_rates_compare_hits_with_pot_on_the_same_requests()
     assert (rates["rule"]["hits"], rates["rule"]["cache_error_rate"], rates["rule"]["cache_gain_rate"]) == (2, 0, 0)
     assert rates["align"]["cache_gain_rate"] == 1.0
     assert cache_rates("exact", [row(0, "miss", True)], pot) == []
+
+
+SHOP = ["i need a protective ac output cable cord, and price lower than 30.00 dollars",
+        "i want a noise cancelling usb microphone, and price lower than 60.00 dollars",
+        "i need gluten free smoked bacon 4 ounce pack of 2, and price lower than 50.00 dollars",
+        "i am looking for red running shoes in size 10, and price lower than 80.00 dollars",
+        "i need a 6 foot long coaxial cable, and price lower than 40.00 dollars",
+        "find me a 53mm round brush for hair styling, and price lower than 25.00 dollars"]
+
+
+def shop_action(instruction: str) -> dict:
+    """What the fake target writes: the words before the price clause less a leading 'i need a' or
+    the like, and the price."""
+    import re as regex
+
+    words, price = instruction.split(", and price lower than ")
+    words = regex.sub(r"^(i need a |i want a |i need |i am looking for |find me a )", "", words)
+    return {"keywords": words, "max_price": float(price.split()[0])}
+
+
+def test_a_search_group_is_built_and_then_served_by_text_alignment_without_the_small_model(make):
+    def target(messages, options):
+        if "Request:\n" not in messages[1].content:
+            raise AssertionError("no generalization expected: the miss programs lift")
+        action = shop_action(messages[1].content.split("Request:\n")[1].split("\n")[0])
+        return ("```python\ndef solve():\n"
+                f"    keywords = {action['keywords']!r}\n    max_price = {action['max_price']!r}\n"
+                "    return {'keywords': keywords, 'max_price': max_price}\n```")
+
+    def small(messages, options):  # the build's validation asks it; a hit must not
+        return shop_action(messages[-1].content.strip().splitlines()[-1])
+
+    from minicache.models import FakeBackend
+
+    mc = make(target=FakeBackend(target), small=FakeBackend(small))
+    for instruction in SHOP[:3]:
+        result = mc.solve(instruction, group="shop")
+        assert result.route == "miss" and result.answer == shop_action(instruction)
+    entry = mc.store.active_entry("default", "label:shop")
+    assert entry is not None, mc.stats()
+    kinds = {name: slot["kind"] for name, slot in entry.validation["profile"]["exemplars"][0]["slots"].items()}
+    assert kinds == {"keywords": "text", "max_price": "money"}
+    validation_calls = len(mc.small.calls)
+    for instruction in SHOP[3:]:
+        result = mc.solve(instruction, group="shop")
+        assert result.route == "hit" and result.extraction == "align", result.fallback_reason
+        assert result.answer["max_price"] == shop_action(instruction)["max_price"]  # not 6, 53 or 10
+        assert set(shop_action(instruction)["keywords"].split()) <= set(result.answer["keywords"].split())
+    assert len(mc.small.calls) == validation_calls  # the hits asked the small model nothing
