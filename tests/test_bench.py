@@ -10,6 +10,7 @@ import pytest
 
 from minicache.admission import Admission, AdmissionConfig
 from minicache.bench import regenerate_report, run_benchmark
+from minicache.bench.baselines import GENCACHE_SYSTEM, GenCacheLike, PoT
 from minicache.bench.data import (
     BenchRequest,
     action_matches,
@@ -20,7 +21,7 @@ from minicache.bench.data import (
     select,
     webshop_gold,
 )
-from minicache.bench.methods import GENCACHE_SYSTEM, METHOD_NAMES, METHODS, GenCacheLike, PoT, build_method, canonical
+from minicache.bench.methods import METHOD_NAMES, METHODS, build_method, canonical
 from minicache.bench.regenerate import main as regenerate_main
 from minicache.bench.report import accuracy_latency
 from minicache.bench.runner import (

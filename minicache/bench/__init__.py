@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from ..admission import AdmissionConfig
+from .baselines import Method
 from .data import SEEDED, load, pad_context, select
-from .methods import METHODS, Method, build_method, canonical
+from .methods import METHODS, build_method, canonical
 from .report import reference, write_report
 from .runner import group_purity, machine, read_done, record_stream, summarize, throughput
 from .stats import compare_all

@@ -20,8 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from .baselines import Method, timed
 from .data import BenchRequest, is_correct
-from .methods import Method, canonical, timed
+from .methods import canonical
 from .stats import request_key
 
 
