@@ -41,6 +41,9 @@ class EngineConfig:
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000
     miss_max_tokens: int = 640
+    # Corrected attempts after the target's program fails. Each is another target call, which PoT does
+    # not make: 0 keeps a miss at one PoT call (the pot baseline has no retry either).
+    miss_retries: int = 0
     # Hit verification and audits (minicache.hit, docs/hits.md).
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     audit_rate: float = 0.05  # share of served hits also answered by the miss path, in the background

@@ -26,7 +26,8 @@ from .store import Example, Store, new_id
 
 
 class MissPath:
-    """Answers a request with the target model; one corrected attempt if its program fails."""
+    """Answers a request with the target model (and ``miss_retries`` corrected attempts if its program
+    fails: none by default, so that a miss costs what PoT costs)."""
 
     def __init__(self, target: ModelBackend, sandbox: SandboxPool, store: Store, router: Router,
                  config: EngineConfig) -> None:
@@ -49,7 +50,7 @@ class MissPath:
         error = None
         code = ""
         value: Any = None
-        for _attempt in range(2):
+        for _attempt in range(1 + self.config.miss_retries):
             t = time.perf_counter()
             try:
                 out = self.target.complete(messages, GenerationOptions(
@@ -73,7 +74,8 @@ class MissPath:
         timings["target_s"] = target_s
         timings["sandbox_s"] = sandbox_s
         if error is not None:
-            raise SolveError(f"the target's program failed twice: {error}")
+            tries = 1 + self.config.miss_retries
+            raise SolveError(f"the target's program failed{f' {tries} times' if tries > 1 else ''}: {error}")
         variables = program_inputs(code, request_text(question, context))
         if record:
             t = time.perf_counter()

@@ -151,13 +151,21 @@ def test_first_request_is_a_miss_answered_by_the_target_and_recorded(rig):
     assert rig.mc.store.list_entries("default") == []
 
 
-def test_miss_retries_a_broken_program_once(make):
-    rig = make(target=FakeTarget(mode="broken_once"))
+def test_with_miss_retries_a_broken_program_is_corrected_once(make):
+    rig = make(target=FakeTarget(mode="broken_once"), miss_retries=1)
     result = ask(rig, CURRENT_RATIO, CR_VALUES[0])
     assert result.route == "miss"
     assert rig.target.miss_calls == 2
     retry = rig.target.calls[1].messages
     assert retry[-1].role == "user" and "That program failed" in retry[-1].content
+
+
+def test_by_default_a_miss_is_one_target_call_like_pot_even_when_its_program_fails(make):
+    rig = make(target=FakeTarget(mode="broken_once"))
+    with pytest.raises(SolveError, match="the target's program failed: "):
+        ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    assert rig.target.miss_calls == 1
+    assert rig.store.list_groups("default") == []  # nothing recorded from a failed program
 
 
 @pytest.mark.parametrize("mode", ["broken", "raise"])
