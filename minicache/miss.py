@@ -50,7 +50,8 @@ class MissPath:
         error = None
         code = ""
         value: Any = None
-        for _attempt in range(1 + self.config.miss_retries):
+        tries = 1 + max(0, self.config.miss_retries)
+        for _attempt in range(tries):
             t = time.perf_counter()
             try:
                 out = self.target.complete(messages, GenerationOptions(
@@ -74,7 +75,6 @@ class MissPath:
         timings["target_s"] = target_s
         timings["sandbox_s"] = sandbox_s
         if error is not None:
-            tries = 1 + self.config.miss_retries
             raise SolveError(f"the target's program failed{f' {tries} times' if tries > 1 else ''}: {error}")
         variables = program_inputs(code, request_text(question, context))
         if record:
