@@ -39,6 +39,7 @@ from typing import Any
 
 from .numbers import Candidate, find_candidates
 from .store.base import Variable
+from .synthesis import words_match
 
 _WORD = re.compile(r"[a-z]+")
 _UNITS = {"year", "month", "day", "week", "quarter", "period", "hour", "minute", "share", "unit", "item",
@@ -143,16 +144,13 @@ def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) 
     texts = [var for var in template if var.type == "string"]
     if len(texts) > 1:
         return None  # two stretches of text: which words belong to which is not learned from one example
-    inside: list[Position] = []
+    region = pos
     for var in texts:
-        slot = learn_text_slot(text, str(values.get(var.name, "")), pos)
-        if slot is None:
+        learned = learn_text_slot(text, str(values.get(var.name, "")), pos)
+        if learned is None:
             return None
-        slots[var.name] = slot
-        inside = [p for p in pos if slot["from"] <= p.start < slot["to"]]
-    region = [p for p in pos if p not in inside]
-    for slot in slots.values():
-        del slot["from"], slot["to"]
+        slots[var.name], lo, hi = learned
+        region = [p for p in pos if not lo <= p.start < hi]  # numbers inside the text are the text's
     numbers = _learn_number_slots([v for v in template if v.type != "string"], text, region, values)
     if numbers is None:
         return None
@@ -186,12 +184,13 @@ def _words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(0), m.start(), m.end()) for m in _TEXT_WORD.finditer(text.lower())]
 
 
-def learn_text_slot(text: str, value: str, pos: list[Position]) -> dict[str, Any] | None:
-    """The slot of a text value: the words that open its region (those between the number before the
-    value and the value; none when no number comes before: the region opens at the request's start),
-    the words that close it (between the value and the next number; none when no number follows),
-    and the region's words the value left out. None unless the value's words occur in the request in
-    order, with words between it and any number next to it."""
+def learn_text_slot(text: str, value: str, pos: list[Position]) -> tuple[dict[str, Any], int, int] | None:
+    """The slot of a text value and where its region lies in ``text``. The slot holds the words that
+    open the region (those between the number before the value and the value; none when no number
+    comes before: the region opens at the request's start), the words that close it (between the
+    value and the next number; none when no number follows), and the region's words the value left
+    out. None unless the value's words occur in the request in order, with words between it and any
+    number next to it."""
     want = [w for w, _, _ in _words(value)]
     toks = _words(text)
     if not want or not toks:
@@ -220,8 +219,7 @@ def learn_text_slot(text: str, value: str, pos: list[Position]) -> dict[str, Any
     region = {w for w, a, b in toks if lo <= a and b <= hi}
     filler = sorted(w for w in region - set(want) - set(opening if before else []) - set(closing)
                     if not w[0].isdigit())
-    return {"kind": "text", "opening": opening if before else None, "closing": closing, "filler": filler,
-            "from": lo, "to": hi}
+    return {"kind": "text", "opening": opening if before else None, "closing": closing, "filler": filler}, lo, hi
 
 
 def _anchor(words: list[str], toks: list[tuple[str, int, int]], text: str, pos: list[Position],
@@ -343,12 +341,10 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
 
 
 def same_value(a: Any, b: Any) -> bool:
-    """Equal numbers; for text, the words of the shorter value (at least 60% of them) in the other, as
-    answers are compared (:func:`minicache.synthesis.answers_match`): text taken from a request is
-    written in more than one way."""
+    """Equal numbers; text by :func:`minicache.synthesis.words_match`, the rule answers are compared
+    by: text taken from a request is written in more than one way."""
     if isinstance(a, str) and isinstance(b, str):
-        wa, wb = {w for w, _, _ in _words(a)}, {w for w, _, _ in _words(b)}
-        return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+        return words_match(a, b)
     return bool(a == b)
 
 

@@ -175,9 +175,7 @@ class TenantIndex:
         if not self.size or vector.shape[0] != self.width:
             return None, 0.0
         if self.size - len(self.free) <= self.exact_rows:
-            sims = self.matrix[: self.size] @ vector
-            best = int(np.argmax(sims))
-            return self.owner[best], float(sims[best])
+            return self.exact_nearest(vector)
         rows = [r for g in self._buckets().candidates(vector, self.probes) for r in self.groups[g].rows]
         if not rows:
             return None, 0.0
@@ -185,6 +183,12 @@ class TenantIndex:
         sims = self.matrix[index] @ vector
         best = int(np.argmax(sims))
         return self.owner[int(index[best])], float(sims[best])
+
+    def exact_nearest(self, vector: np.ndarray) -> tuple[str | None, float]:
+        """:meth:`nearest` by every kept row, whatever their number (what the buckets approximate)."""
+        sims = self.matrix[: self.size] @ vector
+        best = int(np.argmax(sims))
+        return self.owner[best], float(sims[best])
 
     def _buckets(self) -> GroupPartition:
         """The coarse buckets, made (again) when there are none or the groups have doubled since."""

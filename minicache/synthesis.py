@@ -107,13 +107,19 @@ def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) 
     return math.isclose(fa, fb, rel_tol=rel_tol, abs_tol=abs_tol)
 
 
+def words_match(a: str, b: str) -> bool:
+    """Two texts taken from requests agree: at least 60% of the shorter one's distinct words are in
+    the other (the rule answers and aligned text values are both compared by)."""
+    wa, wb = set(re.findall(r"[a-z0-9]+", a.lower())), set(re.findall(r"[a-z0-9]+", b.lower()))
+    return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+
+
 def _values_match(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         try:
             float(a), float(b)
         except ValueError:
-            wa, wb = set(re.findall(r"[a-z0-9]+", a.lower())), set(re.findall(r"[a-z0-9]+", b.lower()))
-            return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+            return words_match(a, b)
     return answers_match(a, b, rel_tol, abs_tol)
 
 

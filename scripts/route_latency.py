@@ -124,8 +124,7 @@ def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rn
         times.append(time.perf_counter() - t)
         joined += not decision.new_group
         right += decision.group_id == f"g{g}"
-        exact = index.owner[int(np.argmax(index.matrix[: index.size] @ q))]  # untimed: what exact search picks
-        as_exact += decision.group_id == exact
+        as_exact += decision.group_id == index.exact_nearest(q)[0]  # untimed: what exact search picks
     row.update(new=percentiles(times), joined=joined / requests, right=right / requests, as_exact=as_exact / requests,
                buckets=len(index.partition.centres) if index.partition else 0)
     if old:
