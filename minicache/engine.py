@@ -29,6 +29,7 @@ from .hit import HitVerifier, demoted
 from .hit_path import HitPath
 from .miss import MissPath
 from .models.base import ModelBackend
+from .models.compute import mark_background_thread
 from .request import shared_prefix, validate_request
 from .routing import Embedder, Router
 from .sandbox import SandboxPool
@@ -69,7 +70,8 @@ class MiniCache:
         self.events = EventLog(self.config.max_events)
         self.admission = Admission(self.config.admission)
         # One background worker runs builds and audits, one at a time.
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build")
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build",
+                                          initializer=mark_background_thread)  # requests go first
         self.miss = MissPath(target, self.sandbox, self.store, self.router, self.config)
         self.hits = HitPath(self.store, self.sandbox, self.verifier, self.miss, self.events, self.config,
                             self._worker.submit)

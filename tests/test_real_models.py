@@ -195,3 +195,35 @@ def test_models_command_verifies_the_embedded_models_and_the_embedder():
     assert result.exit_code == 0, result.output
     assert result.output.count("[ok ]") == 5  # target, small, MiniLM, then a one-token smoke decode of each GGUF
     assert result.output.count("[ok ] smoke") == 2
+
+
+def test_a_background_generation_steps_aside_for_a_request_and_keeps_its_output(small_model, monkeypatch):
+    from minicache.models.compute import CPU_LOCK, mark_background_thread
+
+    monkeypatch.setattr(CPU_LOCK, "max_credit_s", 0.0)  # no saved share: step aside at the next pass
+    long_job = ([Message("user", "Write the numbers from 1 to 60, separated by commas.")],
+                GenerationOptions(max_tokens=120))
+    request = ([Message("user", "Reply with the word yes and nothing else.")], GenerationOptions(max_tokens=4))
+    build_alone = small_model.complete(*long_job).text
+    request_alone = small_model.complete(*request).text
+    yields, passes = CPU_LOCK.yields, small_model.llm.evals
+    done: dict[str, float | str] = {}
+
+    def build() -> None:
+        mark_background_thread()
+        done["text"] = small_model.complete(*long_job).text
+        done["at"] = time.monotonic()
+
+    worker = threading.Thread(target=build)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while small_model.llm.evals < passes + 10:  # the build is generating
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    answer = small_model.complete(*request).text
+    answered_at = time.monotonic()
+    worker.join(120)
+    assert answer == request_alone
+    assert answered_at < done["at"], "the request waited for the whole background generation"
+    assert done["text"] == build_alone, "stepping aside changed the background call's output"
+    assert CPU_LOCK.yields > yields

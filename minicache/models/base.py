@@ -13,14 +13,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ModelRequestsBlocked
 
+# In-process compute (llama.cpp models, the NumPy embedder) takes one process-wide lock, requests
+# ahead of background builds (compute.py). Re-entrant: the target holds it while its drafter drafts.
+from .compute import CPU_LOCK  # noqa: F401 - re-exported
+
 Role = Literal["system", "user", "assistant"]
-
-
-# In-process compute (llama.cpp models, the NumPy embedder) uses every core of the machine. Run at
-# the same time, two such computations only slow each other down (llama.cpp's threads spin while
-# they wait for cores), so they take this one process-wide lock, one after the other. Re-entrant:
-# the target holds it while its drafter (the small model) drafts.
-CPU_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)

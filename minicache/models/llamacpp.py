@@ -2,8 +2,9 @@
 
 One :class:`LlamaCppBackend` owns one model instance. llama.cpp contexts are not thread-safe, and
 two models computing at once on the same cores only slow each other down, so every call takes the
-process-wide :data:`~minicache.models.base.CPU_LOCK`: concurrent callers queue instead of
-corrupting a KV cache or thrashing the CPU.
+process-wide :data:`~minicache.models.compute.CPU_LOCK`: concurrent callers queue instead of
+corrupting a KV cache or thrashing the CPU. Requests go first: a background call (a build, an
+audit) steps aside between forward passes when one waits, its state saved and restored.
 Greedy decoding is the default; JSON-schema output is enforced by a grammar; the KV cache of the
 previous call is reused for the longest common prompt prefix (llama-cpp-python does this when the
 same context is used again), which makes a fixed template prefix nearly free on the second call.
@@ -26,7 +27,8 @@ import os
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from ..errors import BackendError, ModelFileError
 from . import fetch
 from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from .choice import Field, decode_object, object_fields
+from .compute import is_background_thread
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
 
@@ -79,8 +82,13 @@ def _make_llama_class(llama_cpp: Any) -> type:
         """
 
         spec_window = 1
+        step_aside: Callable[[], None] | None = None  # set while a background thread generates
+        evals = 0
 
         def eval(self, tokens: Sequence[int]) -> None:
+            if self.step_aside is not None and CPU_LOCK.should_yield():
+                self.step_aside()  # a request waits: let it compute, then carry on where we were
+            self.evals += 1
             self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
             began = time.perf_counter()
             for start in range(0, len(tokens), self.n_batch):
@@ -290,7 +298,7 @@ class LlamaCppBackend:
         elif opts.grammar is not None:
             kwargs["grammar"] = self._grammar(opts.grammar)
         fields = object_fields(opts.json_schema) if opts.json_schema is not None else None
-        with self._lock:
+        with self._lock, self._stepping_aside_for_requests():
             prompt = self._chat_tokens(messages)
             if fields is not None and prompt is not None:
                 return self._choose(fields, prompt)
@@ -334,6 +342,47 @@ class LlamaCppBackend:
             model=self.name,
             draft=stats | {"cached_prompt_tokens": max(0, prompt_tokens - (log[0][0] if log else 0))},
         )
+
+    @contextmanager
+    def _stepping_aside_for_requests(self) -> Iterator[None]:
+        """On a background thread (a build, an audit), let waiting requests go first between forward
+        passes: the model's state (KV cache, tokens, sampler, drafter) is saved, the lock handed over
+        and the state restored, so the background call's output does not change (test_real_models)."""
+        llm = self.llm
+        if not is_background_thread() or llm is None:
+            yield
+            return
+        outer = llm.step_aside
+        llm.step_aside = lambda: self._step_aside(llm)
+        try:
+            yield
+        finally:
+            llm.step_aside = outer
+
+    def _step_aside(self, llm: Any) -> None:
+        llama_cpp = self._llama_cpp
+        ctx = llm._ctx.ctx
+        n = llm.n_tokens
+        ids = llm.input_ids[:n].copy()
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if n else 0
+        kept = (llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside, llm.evals)
+        CPU_LOCK.pause()
+        if llm.evals == kept[-1]:
+            return  # the requests used another model (or the embedder): nothing to restore
+        llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside, llm.evals = kept
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        llm.n_tokens = 0
+        if written and llama_cpp.llama_state_seq_set_data(ctx, buf, written, 0) != 0:
+            llm.input_ids[:n] = ids
+            llm.n_tokens = n
+        elif n:  # the saved state did not load: recompute it (slower, same result)
+            llm.step_aside = None
+            try:
+                llm.eval(ids.tolist())
+            finally:
+                llm.step_aside = kept[4]
 
     def close(self) -> None:
         with self._lock:
