@@ -97,6 +97,9 @@ def replay(gate: str, groups: list[str], programs: list[tuple[str, list[float]]]
             if sum(agrees(cand, i) for i in ids[-3:]) >= 2:
                 entries[group] = cand | {"shadowed": 0, "failed": False}
                 break
+    if gate.startswith("probation"):
+        probed = [e for e in entries.values() if e["shadowed"]]
+        counts["entries probed"], counts["entries failing probation"] = len(probed), sum(e["failed"] for e in probed)
     return dict(counts)
 
 
