@@ -367,11 +367,12 @@ class LlamaCppBackend:
         size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if n else 0
-        kept = (llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside, llm.evals)
+        kept = (llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside)
+        passes = llm.evals
         CPU_LOCK.pause()
-        if llm.evals == kept[-1]:
+        if llm.evals == passes:
             return  # the requests used another model (or the embedder): nothing to restore
-        llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside, llm.evals = kept
+        llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside = kept
         llm._ctx.kv_cache_seq_rm(-1, 0, -1)
         llm.n_tokens = 0
         if written and llama_cpp.llama_state_seq_set_data(ctx, buf, written, 0) != 0:
