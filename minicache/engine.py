@@ -29,7 +29,7 @@ from .hit import HitVerifier, demoted
 from .hit_path import HitPath
 from .miss import MissPath
 from .models.base import ModelBackend
-from .models.compute import mark_background_thread
+from .models.compute import CPU_LOCK, mark_background_thread
 from .request import shared_prefix, validate_request
 from .routing import Embedder, Router
 from .sandbox import SandboxPool
@@ -223,6 +223,7 @@ class MiniCache:
             "groups": len(groups), "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),
             "entries_active": sum(e.status == "active" for e in entries), "entries_total": len(entries),
             "sandbox": dict(self.sandbox.stats),
+            "background_yields": CPU_LOCK.yields,  # this process's builds and audits stepping aside for requests
         }
 
     def invalidate(self, *, group: str | None = None, entry: str | None = None, tenant: str = "default") -> int:

@@ -578,7 +578,7 @@ def test_metrics_count_what_was_served(rig):
                  "minicache_target_tokens_saved_total", "minicache_http_requests_total", "minicache_http_errors_total",
                  "minicache_builds_total", "minicache_hit_rate", "minicache_sandbox_failures_total",
                  "minicache_sandbox_runs_total", "minicache_engine_requests_total", "minicache_inflight_requests",
-                 "minicache_frozen"):
+                 "minicache_frozen", "minicache_background_yields_total"):
         assert f"\n{name}" in text, name
     assert sample_value(text, "minicache_requests_total") == 7
     assert sample_value(text, "minicache_requests_total", {"endpoint": "chat", "route": "miss"}) == 3

@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ..engine import MiniCache, SolveResult
+from ..models.compute import CPU_LOCK
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -66,6 +67,10 @@ class EngineCollector(Collector):
         for kind in ("errors", "violations", "timeouts", "crashes"):
             failures.add_metric([kind], sandbox.get(kind, 0))
         yield failures
+        yields = CounterMetricFamily("minicache_background_yields",
+                                     "Times background work (builds, audits) stepped aside for a waiting request")
+        yields.add_metric([], CPU_LOCK.yields)
+        yield yields
         frozen = GaugeMetricFamily("minicache_frozen", "1 while builds are frozen")
         frozen.add_metric([], 1.0 if self.engine.config.frozen else 0.0)
         yield frozen
