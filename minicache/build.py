@@ -26,7 +26,7 @@ from .engine_config import EngineConfig
 from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
 from .events import EventLog
 from .extraction import Extractor
-from .hit import learn_profile
+from .hit import learn_profile, needs_probation
 from .lifting import lift
 from .models.base import ModelBackend
 from .numbers import candidate_values
@@ -193,7 +193,8 @@ class Builder:
                                   "rule_examples": len(pairs),
                                   "profile": learn_profile(template, pairs, [ex.answer for ex in examples],
                                                            self.config.verify.exemplars),
-                                  "held": [ex.id for ex in held], "at": time.time()},
+                                  "held": [ex.id for ex in held], "at": time.time(),
+                                  "probation": needs_probation(self.store.counters(tenant), self.config.verify)},
                       rules={name: rule.to_json() for name, rule in rules.items()})
         self.store.put_entry(entry)
         if failure:

@@ -53,7 +53,8 @@ def stats(store: str, tenant: str) -> None:
         counters = s.counters(tenant)
         entries = s.list_entries(tenant)
         groups = s.list_groups(tenant)
-    counters = {"requests": 0, "hits": 0, "misses": 0, "fallbacks": 0, "errors": 0, **counters}
+    counters = {"requests": 0, "hits": 0, "misses": 0, "fallbacks": 0, "errors": 0, "probations": 0,
+                "probations_failed": 0, **counters}
     requests = counters["requests"]
     data = dict(counters, groups=len(groups), entries_active=sum(e.status == "active" for e in entries),
                 entries_total=len(entries), hit_rate=(counters.get("hits", 0) / requests) if requests else 0.0)

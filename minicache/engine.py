@@ -215,6 +215,7 @@ class MiniCache:
             "evictions": counters.get("evictions", 0),
             "hit_refusals": counters.get("hit_refusals", 0), "audits": counters.get("audits", 0),
             "audits_disagreed": counters.get("audits_disagreed", 0),
+            "probations": counters.get("probations", 0), "probations_failed": counters.get("probations_failed", 0),
             "entries_demoted": sum(e.status == "active" and demoted(e, self.config.audit_delta, self.config.audit_z)
                                    for e in entries),
             "step_reuse": counters.get("step_reuse", 0), "step_patch": counters.get("step_patch", 0),

@@ -16,6 +16,9 @@ story, with the reasons, is docs/hits.md):
 4. **Audits** (:func:`wilson_upper`): a sampled share of hits is also answered by the miss path; an
    entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen hit until
    agreeing audits bring the bound back under delta.
+5. **Probation** (:func:`needs_probation`): where routing has not shown that it keeps a tenant's
+   computations apart (SVAMP's word problems share words, not computations), a new entry's first
+   hit attempts are answered by the miss path and compared before it serves any.
 """
 
 from __future__ import annotations
@@ -46,6 +49,16 @@ class VerifyConfig:
     exemplars: int = 3  # exemplars kept per entry for alignment
     align: bool = True  # zero-model alignment with exemplars (EngineConfig.use_rules=False switches it off too)
     reorder_check: bool = False  # a second model call with the variables in reverse order must agree
+    # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
+    # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly
+    # pass (at least `probation_tenant_min` run, failure estimate (failed+1)/(run+2) at most
+    # `probation_max_failure`) has shown that routing keeps its computations apart: its new entries
+    # skip probation, except every `probation_every`-th, so the record follows the workload. 0 switches
+    # probation off. (docs/hits.md: the rates measured on SVAMP and Formula these were chosen between.)
+    probation: int = 1
+    probation_tenant_min: int = 5
+    probation_max_failure: float = 0.35
+    probation_every: int = 4
 
 
 def wilson_upper(failures: int, n: int, z: float) -> float:
@@ -59,6 +72,24 @@ def wilson_upper(failures: int, n: int, z: float) -> float:
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def needs_probation(counters: dict[str, int], config: VerifyConfig) -> bool:
+    """Whether a tenant's next new entry starts on probation, from the tenant's record
+    (``probations`` run, ``probations_failed``, ``builds_ok``): until a few have run; while more than
+    ``probation_max_failure`` of them are estimated to fail (Laplace's rule, so two passes out of two
+    do not read as certainty); and otherwise for every ``probation_every``-th entry built."""
+    if config.probation <= 0:
+        return False
+    run, failed = counters.get("probations", 0), counters.get("probations_failed", 0)
+    if run < config.probation_tenant_min or (failed + 1) / (run + 2) > config.probation_max_failure:
+        return True
+    return config.probation_every > 0 and counters.get("builds_ok", 0) % config.probation_every == 0
+
+
+def on_probation(entry: Entry, config: VerifyConfig) -> bool:
+    """An entry built on probation that has not yet had ``probation`` agreeing comparisons."""
+    return bool(entry.validation.get("probation")) and entry.audits_agreed < config.probation
 
 
 def demoted(entry: Entry, delta: float, z: float) -> bool:

@@ -19,9 +19,9 @@ from typing import Any
 from .admission import record_failed_hit
 from .answers import SolveResult, check_answer, format_answer
 from .engine_config import EngineConfig
-from .errors import MiniCacheError
+from .errors import HitRefused, MiniCacheError
 from .events import EventLog
-from .hit import ZERO_MODEL_PATHS, HitVerifier, demoted
+from .hit import ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
 from .miss import MissPath
 from .request import request_text
 from .sandbox import SandboxPool
@@ -45,6 +45,9 @@ class HitPath:
               tenant: str, record: bool = True) -> SolveResult:
         """Verified values, the program, then the answer's plausibility; whatever cannot be shown
         right raises HitRefused. A demoted entry serves zero-model hits only."""
+        if on_probation(entry, self.config.verify):
+            raise HitRefused("probation", "a new entry's first hit attempts are answered by the miss path and "
+                                          "compared before it serves", shadow=True)
         allow_model = not demoted(entry, self.config.audit_delta, self.config.audit_z)
         extraction = self.verifier.extract(entry, request_text(question, context), allow_model=allow_model)
         timings["extract_s"] = extraction.seconds
@@ -95,15 +98,35 @@ class HitPath:
         except MiniCacheError:
             return None
         agreed = answers_match(hit_answer, reference)
-        self.store.record_audit(tenant, entry.id, agreed)
+        agreements, disagreements = self.store.record_audit(tenant, entry.id, agreed)
         self.store.bump(tenant, "audits")
         if not agreed:
             self.store.bump(tenant, "audits_disagreed")
-            if method in ZERO_MODEL_PATHS:
-                self.count_failure(tenant, entry)
+        probation = on_probation(entry, self.config.verify) and agreements - agreed < self.config.verify.probation
+        if probation:
+            self._probation(tenant, entry, question, agreed, agreements, disagreements)
+        elif not agreed and method in ZERO_MODEL_PATHS:
+            self.count_failure(tenant, entry)
         self.events.append({"event": "audit", "group": entry.group_id, "entry": entry.id, "agreed": agreed,
                             "extraction": method})
         return agreed
+
+    def _probation(self, tenant: str, entry: Entry, question: str, agreed: bool, agreements: int,
+                   disagreements: int) -> None:
+        """A comparison made while ``entry`` was on probation: its last agreeing one passes it, a
+        disagreeing one evicts it, with the request recorded for the group's next build (which must
+        answer it as the miss path did). Each outcome goes into the tenant's probation record, which
+        decides whether its next entries start on probation (hit.needs_probation)."""
+        if agreed and (agreements < self.config.verify.probation or disagreements):
+            return  # not yet passed, or failed by an earlier comparison
+        if not agreed and disagreements > 1:  # failed by an earlier comparison: counted once
+            return
+        self.store.bump(tenant, "probations")
+        if not agreed:
+            self.store.bump(tenant, "probations_failed")
+            self.count_failure(tenant, entry, question, "probation: the would-be hit disagreed with the miss path",
+                               evict=True)
+        self.events.append({"event": "probation", "group": entry.group_id, "entry": entry.id, "passed": agreed})
 
     def wait_for_audits(self, timeout: float | None = None) -> None:
         with self._lock:
@@ -111,14 +134,15 @@ class HitPath:
         for f in futures:
             f.result(timeout=timeout)
 
-    def count_failure(self, tenant: str, entry: Entry, question: str | None = None, reason: str = "") -> None:
-        """An entry's failure in service; at ``max_failures`` it is evicted. With ``question`` the
-        request is recorded, and the group's next build must answer it right."""
+    def count_failure(self, tenant: str, entry: Entry, question: str | None = None, reason: str = "",
+                      evict: bool = False) -> None:
+        """An entry's failure in service; at ``max_failures`` (or with ``evict``) it is evicted. With
+        ``question`` the request is recorded, and the group's next build must answer it right."""
         failures = self.store.record_failure(tenant, entry.id)
+        evict = evict or failures >= self.config.max_failures
         if question is not None:
-            record_failed_hit(self.store, tenant, entry.group_id, question, reason,
-                              evicted=failures >= self.config.max_failures)
-        if failures >= self.config.max_failures:
+            record_failed_hit(self.store, tenant, entry.group_id, question, reason, evicted=evict)
+        if evict:
             self.store.set_entry_status(tenant, entry.id, "evicted")
             self.store.bump(tenant, "evictions")
             self.events.append({"event": "evict", "group": entry.group_id, "entry": entry.id, "failures": failures})

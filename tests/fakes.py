@@ -176,6 +176,7 @@ class FakeTarget(FakeBackend):
     ``mode`` (miss path): "ok" | "parameterized" (a ``def solve(x=...)`` with the request's values as
     defaults) | "broken" (program raises) | "broken_once" (first attempt of each request raises, the
     retry is fine) | "constant" (a correct answer returned as one number, so nothing to lift) |
+    "other" (the sum of the request's numbers: as if it asked for another computation) |
     "raise" (BackendError).
     ``build_mode`` (generalization calls from a build): "ok" | "broken" | "raise".
     """
@@ -206,6 +207,8 @@ class FakeTarget(FakeBackend):
             return f"```python\n{BROKEN_PROGRAM}```"
         if self.mode == "constant":
             return f"```python\ndef solve():\n    return {domain.answer(*values)!r}\n```"
+        if self.mode == "other":
+            return f"```python\ndef solve():\n    return {float(sum(values))!r}\n```"
         if self.mode == "parameterized":
             return f"Here is the program.\n```python\n{domain.program(values)}```\n"
         return f"Here is the program.\n```python\n{domain.plain_program(values)}```\n"

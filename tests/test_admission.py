@@ -9,6 +9,7 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 from minicache.admission import Admission, AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.hit import VerifyConfig
 from minicache.store import SQLiteStore
 
 
@@ -17,6 +18,7 @@ def make(tmp_path, sandbox):
     made: list[MiniCache] = []
 
     def factory(*, small: FakeSmall | None = None, admission: AdmissionConfig | None = None, **config) -> MiniCache:
+        config.setdefault("verify", VerifyConfig(probation=0))  # probation has its own tests (test_probation.py)
         mc = MiniCache(FakeTarget(), small or FakeSmall(), store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
                        embedder=HashEmbedder(), sandbox=sandbox,
                        config=EngineConfig(background_builds=False, admission=admission or AdmissionConfig(), **config))

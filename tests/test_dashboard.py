@@ -14,6 +14,7 @@ import pytest
 import test_server
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
+from minicache.hit import VerifyConfig
 from minicache.server import ServerConfig, create_app
 from minicache.server.dashboard.routes import COOKIE
 from minicache.server.dashboard.tracker import Tracker
@@ -288,7 +289,7 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tm
     from selenium.webdriver.common.by import By
 
     mc = MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=HashEmbedder(),
-                   sandbox=sandbox, config=EngineConfig(background_builds=False))
+                   sandbox=sandbox, config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
     try:
         with BackgroundServer(create_app(mc, AUTH)) as server, httpx.Client(base_url=server.url) as http:
             routes = [ask(http, KEY_A, CURRENT_RATIO, v)["route"] for v in CR_VALUES[:5]]

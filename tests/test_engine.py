@@ -28,6 +28,7 @@ from fakes import (
 )
 from minicache.admission import AdmissionConfig
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
+from minicache.hit import VerifyConfig
 from minicache.routing import skeleton
 from minicache.store import SQLiteStore
 
@@ -55,6 +56,8 @@ def make(tmp_path, sandbox):
         # No sampled audits unless a test asks: an audit answers a hit again through the target, so at
         # the default 5% a test that counts the target's calls after hits failed now and then.
         config.setdefault("audit_rate", 0.0)
+        # Nor probation (tests/test_probation.py): here a validated entry serves its first request.
+        config.setdefault("verify", VerifyConfig(probation=0))
         mc = MiniCache(target, small, store=store, embedder=HashEmbedder(),
                        config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
         made.append(mc)
@@ -379,7 +382,7 @@ def test_an_entrys_stored_records_keep_their_json_form_now_that_they_are_typed(m
     results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
     entry = rig.store.active_entry("default", results[0].group)
     assert set(entry.validation) == {"extraction", "passed", "shared_prefix", "of", "source", "attempts",
-                                     "rule_examples", "profile", "held", "at"}
+                                     "rule_examples", "profile", "held", "at", "probation"}
     assert [set(a) for a in entry.validation["attempts"]] == [{"source", "ok", "error", "agreements"}]
     assert entry.rules and all(type(rule) is dict for rule in entry.rules.values())
     assert all(parse_rule(rule).to_json() == rule for rule in entry.rules.values())

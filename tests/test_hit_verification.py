@@ -52,6 +52,7 @@ def make(tmp_path, sandbox):
     def factory(*, target=None, small=None, **config):
         target = target or FakeTarget()
         small = small or SwappingSmall()
+        config.setdefault("verify", VerifyConfig(probation=0))  # probation has its own tests (test_probation.py)
         mc = MiniCache(target, small, store=SQLiteStore(tmp_path / f"mc{len(made)}.db"), embedder=HashEmbedder(),
                        config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
         made.append(mc)

@@ -13,6 +13,7 @@ import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
+from minicache.hit import VerifyConfig
 from minicache.sandbox import SandboxPool
 from minicache.store import PostgresStore
 
@@ -42,7 +43,7 @@ def test_killing_a_replica_mid_build_leaves_no_entry_and_its_lease_lapses(pg_dsn
     # Replica B takes over once the dead replica's lease has lapsed (3 s) and builds the entry once.
     with SandboxPool(size=1) as sandbox:
         b = MiniCache(FakeTarget(), FakeSmall(), pg_dsn, embedder=HashEmbedder(), sandbox=sandbox,
-                      config=EngineConfig(background_builds=False))
+                      config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
         time.sleep(3.5)
         b.builder.build("default", group_id)
         assert len(store.list_entries("default", "active")) == 1

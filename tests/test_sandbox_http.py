@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder, request_of
 from hostile_programs import EXPLOIT_FRAME_WALK, EXPLOIT_POISON, EXPLOIT_REPLY_FORGERY, FRAME_WALK_TO_BUILTINS
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache
+from minicache.hit import VerifyConfig
 from minicache.lifting import lift
 from minicache.models import Message
 from minicache.sandbox import SandboxPool, SandboxViolation, check_program
@@ -51,7 +52,7 @@ def rig(request, tmp_path, sandbox, bare_pool):
     pool = sandbox if request.param == "both layers" else bare_pool
     store = SQLiteStore(tmp_path / "mc.db")
     mc = MiniCache(CopyingTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=pool,
-                   config=EngineConfig(background_builds=False))
+                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
     client = TestClient(create_app(mc, AUTH))
     yield mc, store, client
     client.close()

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, Domain, FakeSmall, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
 from minicache.errors import ConfigError
+from minicache.hit import VerifyConfig
 from minicache.server import ServerConfig, create_app, load_server_config
 from minicache.server.auth import RateLimiter
 from minicache.server.metrics import sample_value
@@ -47,6 +48,7 @@ def make(tmp_path, sandbox):
                 store: SQLiteStore | None = None, **engine_config) -> Rig:
         store = store or SQLiteStore(tmp_path / f"mc{len(made)}.db")
         engine_config.setdefault("audit_rate", 0.0)  # random background audits would change the counts tested here
+        engine_config.setdefault("verify", VerifyConfig(probation=0))  # nor probation (tests/test_probation.py)
         target = target or FakeTarget()
         mc = MiniCache(target, FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
                        config=EngineConfig(background_builds=False, **engine_config))

@@ -22,6 +22,7 @@ from test_store_contract import PROGRAM, check_writes_and_reads_back, entry, exa
 
 psycopg = pytest.importorskip("psycopg")
 
+from minicache.hit import VerifyConfig  # noqa: E402
 from minicache.store.postgres import PostgresStore, redact_dsn  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -302,8 +303,9 @@ def replicas(pg_dsn, sandbox):
     from fakes import FakeSmall, FakeTarget, HashEmbedder
     from minicache.engine import EngineConfig, MiniCache
 
+    config = EngineConfig(background_builds=False, verify=VerifyConfig(probation=0))  # probation: test_probation.py
     made = [MiniCache(FakeTarget(), FakeSmall(), store=PostgresStore(pg_dsn), embedder=HashEmbedder(),
-                      config=EngineConfig(background_builds=False), sandbox=sandbox) for _ in range(2)]
+                      config=config, sandbox=sandbox) for _ in range(2)]
     yield made
     for mc in made:
         mc.close()

@@ -1,0 +1,87 @@
+"""Probation: where routing has not shown that it keeps a tenant's computations apart, a new entry's
+first hit attempts are answered by the miss path and compared before the entry serves."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from minicache.engine import EngineConfig, MiniCache
+from minicache.hit import VerifyConfig, needs_probation
+from minicache.store import SQLiteStore
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    made: list[MiniCache] = []
+
+    def factory(**verify) -> tuple[MiniCache, FakeTarget]:
+        target = FakeTarget()
+        config = EngineConfig(background_builds=False, audit_rate=0.0, verify=VerifyConfig(**verify))
+        mc = MiniCache(target, FakeSmall(), store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
+                       embedder=HashEmbedder(), config=config, sandbox=sandbox)
+        made.append(mc)
+        return mc, target
+
+    yield factory
+    for mc in made:
+        mc.close()
+
+
+def _built(mc: MiniCache) -> None:
+    for values in CR_VALUES[:3]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    assert len(mc.store.list_entries("default", "active")) == 1
+
+
+def test_a_new_entry_answers_its_first_attempt_by_the_miss_path_then_serves_once_they_agreed(make):
+    mc, _ = make()
+    _built(mc)
+    entry = mc.store.list_entries("default", "active")[0]
+    assert entry.validation["probation"] is True  # a new tenant has no record yet
+    first = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    assert first.route == "fallback" and "probation" in first.fallback_reason
+    assert first.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[3]))
+    second = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[4]))
+    assert second.route == "hit"
+    stats = mc.stats()
+    assert (stats["probations"], stats["probations_failed"], stats["audits"]) == (1, 0, 1)
+    assert [e["passed"] for e in mc.events if e["event"] == "probation"] == [True]
+
+
+def test_a_disagreement_on_probation_evicts_the_entry_and_records_the_request_for_the_next_build(make):
+    mc, target = make()
+    _built(mc)
+    entry = mc.store.list_entries("default", "active")[0]
+    target.mode = "other"  # this request is another computation, worded like the group's
+    question = CURRENT_RATIO.ask(*CR_VALUES[3])
+    refused = mc.solve(question)
+    assert refused.route == "fallback" and refused.answer == pytest.approx(sum(CR_VALUES[3]))
+    assert mc.store.get_entry("default", entry.id).status == "evicted"
+    assert (mc.stats()["probations"], mc.stats()["probations_failed"]) == (1, 1)
+    failure = mc.store.group_failure("default", entry.group_id)
+    assert failure is not None and any(question in str(r) for r in failure["requests"])
+
+
+def test_probation_off_serves_the_first_attempt(make):
+    mc, _ = make(probation=0)
+    _built(mc)
+    assert mc.store.list_entries("default", "active")[0].validation["probation"] is False
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3])).route == "hit"
+
+
+@pytest.mark.parametrize(("record", "expected"), [
+    ({}, True),  # nothing known about the tenant yet
+    ({"probations": 4}, True),  # fewer than probation_tenant_min (5) run
+    ({"probations": 5, "builds_ok": 5}, False),  # 5 of 5 passed: (0+1)/7 = 0.14
+    ({"probations": 5, "probations_failed": 1, "builds_ok": 5}, False),  # 2/7 = 0.29
+    ({"probations": 5, "probations_failed": 2, "builds_ok": 5}, True),  # 3/7 = 0.43 > 0.35
+    ({"probations": 23, "probations_failed": 14, "builds_ok": 42}, True),  # SVAMP, docs/hits.md
+    ({"probations": 8, "probations_failed": 1, "builds_ok": 8}, True),  # every 4th entry still probed
+])
+def test_a_tenant_skips_probation_only_once_its_probations_mostly_passed(record, expected):
+    assert needs_probation(record, VerifyConfig()) is expected
+
+
+def test_probation_zero_means_never(make):
+    assert needs_probation({}, VerifyConfig(probation=0)) is False
