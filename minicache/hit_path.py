@@ -97,6 +97,8 @@ class HitPath:
                 method = extraction.method
         except MiniCacheError:
             return None
+        if reference is None or hit_answer is None:
+            return None
         agreed = answers_match(hit_answer, reference)
         agreements, disagreements = self.store.record_audit(tenant, entry.id, agreed)
         self.store.bump(tenant, "audits")
