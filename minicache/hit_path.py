@@ -44,7 +44,7 @@ class HitPath:
     def serve(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
               tenant: str, record: bool = True) -> SolveResult:
         """Verified values, the program, then the answer's plausibility; whatever cannot be shown
-        right raises HitRefused. A demoted entry serves zero-model hits only."""
+        right raises HitRefused. An entry on probation serves none; a demoted one zero-model hits only."""
         if on_probation(entry, self.config.verify):
             raise HitRefused("probation", "a new entry's first hit attempts are answered by the miss path and "
                                           "compared before it serves", shadow=True)
