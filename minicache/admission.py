@@ -63,6 +63,19 @@ def request_cost(timings: Mapping[str, float]) -> float:
     return sum(v for k, v in timings.items() if k != "total_s")
 
 
+PROBATION_REFUSAL = "HitRefused: probation:"  # how a probation refusal's fallback_reason starts
+
+
+def observed_route(route: str | None, fallback_reason: str | None) -> str | None:
+    """The route admission learns a request's cost under. A probation refusal (hit.py) is a miss by
+    policy, paid once per entry as part of what a build costs, not a hit attempt that failed:
+    counted among hit attempts, the first entries' probations made hits look as dear as misses,
+    and no later build was admitted (found on Formula, 2026-12-02: 5 builds, then none)."""
+    if route == "fallback" and (fallback_reason or "").startswith(PROBATION_REFUSAL):
+        return "miss"
+    return route
+
+
 class Ewma:
     def __init__(self, alpha: float) -> None:
         self.alpha, self.value, self.n = alpha, 0.0, 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from . import portability
-from .admission import Admission, request_cost
+from .admission import Admission, observed_route, request_cost
 from .answers import MAX_DECIMALS, Route, SolveResult, check_answer, format_answer, requested_decimals
 from .build import Builder, BuildQueue
 from .engine_config import EngineConfig
@@ -69,12 +69,16 @@ class MiniCache:
         # Build, audit and eviction events for progress displays and the dashboard; bounded.
         self.events = EventLog(self.config.max_events)
         self.admission = Admission(self.config.admission)
-        # One background worker runs builds and audits, one at a time.
+        # Background workers, behind requests on the compute lock: one runs builds, one at a time; the
+        # other audits, so that a new entry's probation is not queued behind builds of other groups
+        # (minutes each on a small CPU, while every request of the entry's group paid for a miss).
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build",
-                                          initializer=mark_background_thread)  # requests go first
+                                          initializer=mark_background_thread)
+        self._auditor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-audit",
+                                           initializer=mark_background_thread)
         self.miss = MissPath(target, self.sandbox, self.store, self.router, self.config)
         self.hits = HitPath(self.store, self.sandbox, self.verifier, self.miss, self.events, self.config,
-                            self._worker.submit)
+                            self._auditor.submit)
         self.builder = Builder(target, self.sandbox, self.store, self.extractor, self.events, self.admission,
                                self.config, owner=new_id("replica"))
         self.builds = BuildQueue(self.builder, self._worker, self.config)
@@ -130,7 +134,9 @@ class MiniCache:
             if result.tokens["target"]:
                 self.store.bump(tenant, "target_tokens", result.tokens["target"])
             if result.route in ("hit", "miss", "fallback"):  # its cost without any build it triggered
-                self.admission.observe_request(tenant, result.group, result.route, request_cost(result.timings))
+                self.admission.observe_request(tenant, result.group,
+                                               observed_route(result.route, result.fallback_reason) or result.route,
+                                               request_cost(result.timings))
         result.timings["total_s"] = time.perf_counter() - began
         return result
 
@@ -268,6 +274,7 @@ class MiniCache:
 
     def close(self) -> None:
         self._worker.shutdown(wait=True)
+        self._auditor.shutdown(wait=True)
         if self._own_sandbox:
             self.sandbox.close()
         self.store.close()

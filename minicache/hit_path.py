@@ -36,7 +36,7 @@ class HitPath:
                  events: EventLog, config: EngineConfig, submit: Callable[..., Future]) -> None:
         self.store, self.sandbox, self.verifier, self.miss = store, sandbox, verifier, miss
         self.events, self.config = events, config
-        self.submit = submit  # the background worker (shared with builds)
+        self.submit = submit  # the engine's audit worker (background, behind requests)
         self._audits: list[Future] = []
         self._lock = threading.Lock()
         self._rng = random.Random()

@@ -85,3 +85,23 @@ def test_a_tenant_skips_probation_only_once_its_probations_mostly_passed(record,
 
 def test_probation_zero_means_never(make):
     assert needs_probation({}, VerifyConfig(probation=0)) is False
+
+
+def test_admission_learns_a_probation_refusal_as_a_miss_not_as_a_dear_hit(make):
+    """Counted among hit attempts, probations made hits look as dear as misses and stopped every
+    later build (Formula, 2026-12-02)."""
+    mc, _ = make()
+    _built(mc)
+    misses = mc.admission.miss.n
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3])).route == "fallback"
+    assert (mc.admission.hit.n, mc.admission.miss.n) == (0, misses + 1)
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[4])).route == "hit"
+    assert mc.admission.hit.n == 1
+
+
+def test_a_benchmark_replays_a_probation_refusal_as_a_miss_and_other_fallbacks_as_hit_attempts():
+    from minicache.admission import observed_route
+
+    assert observed_route("fallback", "HitRefused: probation: a new entry's first ...") == "miss"
+    assert observed_route("fallback", "HitRefused: margin: the model chose ...") == "fallback"
+    assert observed_route("hit", None) == "hit"

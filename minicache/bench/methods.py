@@ -29,7 +29,7 @@ import os
 import threading
 from typing import Any
 
-from ..admission import AdmissionConfig, request_cost
+from ..admission import AdmissionConfig, observed_route, request_cost
 from ..engine import EngineConfig, MiniCache, SolveError
 from ..models.base import GenerationOptions, Message, ModelBackend
 from ..routing import Embedder
@@ -88,7 +88,8 @@ class MiniCacheMethod:
                 events += [("build", float(s), bool(ok)) for s, ok in detail["builds"]]
             elif detail.get("build_s"):  # a row written before builds were recorded one by one: their
                 events.append(("build", float(detail["build_s"]), True))  # sum, as one build, taken as ok
-            route, timings = detail.get("route"), detail.get("timings") or {}
+            route = observed_route(detail.get("route"), detail.get("fallback_reason"))
+            timings = detail.get("timings") or {}
             if route in ("hit", "miss", "fallback") and detail.get("group"):
                 # The same seconds the engine observed: the stages' timings, without total_s.
                 events.append(("request", "default", detail["group"], route, request_cost(timings)))
