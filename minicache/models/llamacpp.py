@@ -209,14 +209,11 @@ class LlamaCppBackend:
         when the last call had another one (entries' extraction prompts alternate on a busy cache)."""
         if prefix == 0 or self._common_prefix(tokens) >= prefix:
             return
-        llama_cpp = self._llama_cpp
-        ctx = self.llm._ctx.ctx
         key = tuple(tokens[:prefix])
         state = self._states.get(key)
         if state is not None:
             self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
-            buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-            if llama_cpp.llama_state_seq_set_data(ctx, buf, len(state), 0) == 0:
+            if not self._set_seq_state(self.llm, state):
                 self.llm.n_tokens = 0
                 return
             self.llm.input_ids[:prefix] = key
@@ -225,13 +222,24 @@ class LlamaCppBackend:
             return
         self.llm.n_tokens = self._common_prefix(tokens)
         self.llm.eval(tokens[self.llm.n_tokens:prefix])
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-        if written:
-            self._states[key] = bytes(buf[:written])
+        saved = self._seq_state(self.llm)
+        if saved:
+            self._states[key] = saved
             while len(self._states) > PREFIX_STATES:
                 self._states.popitem(last=False)
+
+    def _seq_state(self, llm: Any) -> bytes:
+        """The KV cache of sequence 0 (what generation uses), as bytes; empty if llama.cpp wrote none."""
+        ctx = llm._ctx.ctx
+        size = self._llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = self._llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        return bytes(buf[:written]) if written else b""
+
+    def _set_seq_state(self, llm: Any, state: bytes) -> bool:
+        """Load a :meth:`_seq_state` into sequence 0; False if llama.cpp refused it."""
+        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        return self._llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(state), 0) != 0
 
     def _token_bytes(self, token: int) -> bytes:
         """A token's text (special tokens: empty), as llama-cpp-python detokenizes it."""
@@ -360,13 +368,9 @@ class LlamaCppBackend:
             llm.step_aside = outer
 
     def _step_aside(self, llm: Any) -> None:
-        llama_cpp = self._llama_cpp
-        ctx = llm._ctx.ctx
         n = llm.n_tokens
         ids = llm.input_ids[:n].copy()
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0) if n else 0
+        saved = self._seq_state(llm) if n else b""
         kept = (llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside)
         passes = llm.evals
         CPU_LOCK.pause()
@@ -375,7 +379,7 @@ class LlamaCppBackend:
         llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside = kept
         llm._ctx.kv_cache_seq_rm(-1, 0, -1)
         llm.n_tokens = 0
-        if written and llama_cpp.llama_state_seq_set_data(ctx, buf, written, 0) != 0:
+        if saved and self._set_seq_state(llm, saved):
             llm.input_ids[:n] = ids
             llm.n_tokens = n
         elif n:  # the saved state did not load: recompute it (slower, same result)
