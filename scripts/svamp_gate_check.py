@@ -34,7 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from svamp_mixing_check import close, program, route, run
+from svamp_mixing_check import agrees as program_agrees
+from svamp_mixing_check import chosen, program, route
 
 from minicache.bench.data import load, select
 from minicache.routing import skeleton
@@ -58,7 +59,7 @@ def normal(text: str) -> str:
 def replay(gate: str, groups: list[str], programs: list[tuple[str, list[float]]], gold: list[float],
            same: Callable[[int, int], bool]) -> dict[str, int]:
     def agrees(entry: dict, i: int) -> bool:
-        return len(programs[i][1]) == entry["arity"] and close(run(entry["expr"], programs[i][1]), gold[i])
+        return program_agrees(entry["expr"], entry["arity"], programs[i], gold[i])
 
     members: dict[str, list[int]] = collections.defaultdict(list)
     entries: dict[str, dict] = {}
@@ -87,16 +88,9 @@ def replay(gate: str, groups: list[str], programs: list[tuple[str, list[float]]]
         ids = members[group]
         if len(ids) < 3:
             continue
-        ranked = []
-        for c in reversed(ids):
-            cand = {"expr": programs[c][0], "arity": len(programs[c][1])}
-            score = sum(1 if agrees(cand, i) else -1 for i in ids if len(programs[i][1]) == cand["arity"])
-            if score > 0:
-                ranked.append((score, cand))
-        for _, cand in sorted(ranked, key=lambda t: -t[0]):
-            if sum(agrees(cand, i) for i in ids[-3:]) >= 2:
-                entries[group] = cand | {"shadowed": 0, "failed": False}
-                break
+        c = chosen(ids, programs, gold)
+        if c is not None:
+            entries[group] = {"expr": programs[c][0], "arity": len(programs[c][1]), "shadowed": 0, "failed": False}
     if gate.startswith("probation"):
         probed = [e for e in entries.values() if e["shadowed"]]
         counts["entries probed"], counts["entries failing probation"] = len(probed), sum(e["failed"] for e in probed)

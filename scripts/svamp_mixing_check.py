@@ -68,6 +68,29 @@ def close(a: float | None, b: float) -> bool:
     return a is not None and abs(a - b) <= max(0.01, 1e-3 * abs(b))
 
 
+def agrees(expr: str, arity: int, program_i: tuple[str, list[float]], gold_i: float) -> bool:
+    """A candidate program reproduces an example: same number of parameters, the example's answer."""
+    return len(program_i[1]) == arity and close(run(expr, program_i[1]), gold_i)
+
+
+def chosen(ids: list[int], programs: list[tuple[str, list[float]]], gold: list[float]) -> int | None:
+    """The member whose program a build of the group ``ids`` would choose, as the build does: the
+    candidates a majority of the comparable examples agree with, best first (the newest among
+    equals), the first that reproduces 2 of the 3 newest examples. None if no candidate does."""
+    ranked = []
+    for c in reversed(ids):
+        expr, values = programs[c]
+        score = sum((1 if close(run(expr, programs[i][1]), gold[i]) else -1)
+                    for i in ids if len(programs[i][1]) == len(values))
+        if score > 0:
+            ranked.append((score, c))
+    for _, c in sorted(ranked, key=lambda t: -t[0]):
+        expr, values = programs[c]
+        if sum(agrees(expr, len(values), programs[i], gold[i]) for i in ids[-3:]) >= 2:
+            return c
+    return None
+
+
 def route(vectors: np.ndarray) -> list[str]:
     index, made, out = TenantIndex(32, exact_rows=10**12), 0, []
     for v in vectors:
@@ -117,25 +140,16 @@ def main() -> int:
         ids = members[group]
         if len(ids) < 3:
             continue
-        candidates = []
-        for c in reversed(ids):
-            expr, values = programs[c]
-            score = sum((1 if close(run(expr, programs[i][1]), gold[i]) else -1)
-                        for i in ids if len(programs[i][1]) == len(values))
-            if score > 0:
-                candidates.append((score, c))
-        for _, c in sorted(candidates, key=lambda t: -t[0]):
-            expr, values = programs[c]
-            agreeing = [i for i in ids
-                        if len(programs[i][1]) == len(values) and close(run(expr, programs[i][1]), gold[i])]
-            if sum(i in agreeing for i in ids[-3:]) < 2:
-                continue
-            template = [Variable(f"p{k}", "number") for k in range(len(values))]
-            pairs = [(stream[i].question, {f"p{k}": x for k, x in enumerate(programs[i][1])}) for i in agreeing]
-            profile = learn_profile(template, pairs, [gold[i] for i in ids])
-            entries[group] = {"expr": expr, "arity": len(values), "template": template, "profile": profile,
-                              "exemplars": profile["exemplars"], "agreeing": agreeing}
-            break
+        c = chosen(ids, programs, gold)
+        if c is None:
+            continue
+        expr, values = programs[c]
+        agreeing = [i for i in ids if agrees(expr, len(values), programs[i], gold[i])]
+        template = [Variable(f"p{k}", "number") for k in range(len(values))]
+        pairs = [(stream[i].question, {f"p{k}": x for k, x in enumerate(programs[i][1])}) for i in agreeing]
+        profile = learn_profile(template, pairs, [gold[i] for i in ids])
+        entries[group] = {"expr": expr, "arity": len(values), "template": template, "profile": profile,
+                          "exemplars": profile["exemplars"], "agreeing": agreeing}
     print(json.dumps({"requests": len(stream), "groups": len(set(groups)),
                       "computations": len({r.group for r in stream}), "entries": len(entries), **counts}))
     formula = select(load("formula"), limit=419, groups=21, seed=0)
