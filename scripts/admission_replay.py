@@ -2,7 +2,8 @@
 
 Feeds ``requests.jsonl``'s minicache rows to a fresh :class:`minicache.admission.Admission`
 (builds, then each request's cost under its observed route, as ``minicache bench`` resumes a run)
-and prints the estimates and the decision for a group seen n times, n = 2..8.
+and prints the measured costs (seconds, samples) and the estimates and decision for a group seen n
+times, n = 2..8.
 
     .venv/bin/python scripts/admission_replay.py benchmarks/results/formula-v3/requests.jsonl
 """
@@ -34,10 +35,10 @@ def main() -> int:
             events.append(("request", "default", detail["group"], route, request_cost(detail.get("timings") or {})))
     admission = Admission(AdmissionConfig())
     admission.replay(events)
-    print(json.dumps({"requests": admission.requests, "miss_s": round(admission.miss.value, 2),
-                      "hit_s": round(admission.hit.value, 2), "hit_samples": admission.hit.n,
-                      "build_s": round(admission.build.value, 2), "builds_ok": admission.builds_ok,
-                      "builds_failed": admission.builds_failed}))
+    state = admission.snapshot()
+    print(json.dumps({"requests": state["requests"], "builds_ok": state["builds_ok"],
+                      "builds_failed": state["builds_failed"],
+                      **{f"{name}_s": [round(value, 2), n] for name, (value, n) in state["costs"].items()}}))
     for n in range(2, 9):
         admitted, terms = admission.admits("default", n)
         print(json.dumps({"seen": n, "admitted": admitted, **{k: round(v, 2) for k, v in terms.items() if k != "n"}}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -68,21 +69,73 @@ def test_a_group_of_a_recurring_workload_is_built_and_one_of_a_non_recurring_one
         for _ in range(3):
             one_shot.observe_request("t", f"g{g}", "miss", 10.0)
     ok, terms = recurring.admits("t", 3)
-    assert ok and terms["future"] == pytest.approx((20 * 9 + 3) / 21)
+    # 180 arrivals after the 3rd, over 20 x 240 - sum(12 g + 3) requests of exposure; horizon 240
+    assert ok and terms["future"] == pytest.approx(240 * (180 + 3) / (20 * 240 - 2340 + 240))
     ok, terms = one_shot.admits("t", 3)
-    assert not ok and terms["gain_s"] < 0 and terms["future"] == pytest.approx(3 / 21)
+    assert not ok and terms["gain_s"] < 0 and terms["future"] == pytest.approx(60 * 3 / (20 * 60 - 630 + 60))
 
 
-def test_costs_are_ewmas_of_what_was_measured_and_fallbacks_count_as_hit_attempts():
-    admission = Admission(AdmissionConfig(alpha=0.5))
+def _random_stream(admission: Admission, seed: int, n: int = 100, groups: int = 20) -> None:
+    rng = random.Random(seed)
+    for _ in range(n):
+        admission.observe_request("t", f"g{rng.randrange(groups)}", "miss", 10.0)
+
+
+def test_a_young_stream_is_not_read_as_one_whose_groups_stop_recurring():
+    """20 groups drawn at random, 100 requests in: each recurs every 20 requests, about 5 more times
+    in the next 100. Counting the arrivals each group had so far after its 2nd reads the stream's
+    youth as groups that stop; the rate over the requests since each group's 2nd arrival does not."""
+    admission = Admission(AdmissionConfig(warmup_requests=0))
+    _random_stream(admission, seed=7)
+    future = admission.expected_future("t", 2)
+    assert 3.5 < future < 7.5
+    counts = admission.snapshot()["arrivals"]["t"]
+    censored = sum(c - 2 for c in counts.values() if c > 2) / sum(1 for c in counts.values() if c >= 2)
+    assert censored < future / 1.5
+    # A known horizon scales the same rate: four times the requests ahead, four times the arrivals.
+    longer = Admission(AdmissionConfig(warmup_requests=0, horizon_requests=400))
+    _random_stream(longer, seed=7)
+    assert longer.expected_future("t", 2) == pytest.approx(4 * future)
+
+
+def test_the_estimate_needs_only_running_sums_and_matches_a_recount_from_the_arrival_log():
+    rng = random.Random(3)
+    admission = Admission(AdmissionConfig(prior_weight=0.5))
+    log = [f"g{int(rng.paretovariate(1.2)) % 30}" for _ in range(300)]
+    for group in log:
+        admission.observe_request("t", group, "miss", 1.0)
+    for n in (2, 3, 5, 8):
+        reached_at: dict[str, int] = {}  # group -> request number of its n-th arrival
+        seen: dict[str, int] = {}
+        more = 0
+        for i, group in enumerate(log, start=1):
+            seen[group] = seen.get(group, 0) + 1
+            if seen[group] == n:
+                reached_at[group] = i
+            elif seen[group] > n:
+                more += 1
+        exposure = sum(300 - i for i in reached_at.values())
+        assert admission.expected_future("t", n) == pytest.approx(300 * (more + 0.5 * n) / (exposure + 0.5 * 300))
+
+
+def test_hit_cost_is_the_hit_and_fallback_costs_weighed_by_a_smoothed_fallback_rate():
+    """Two early fallbacks among five attempts must not make hits look like misses: the rate is
+    smoothed towards fallback_prior, and each route keeps its own cost."""
+    admission = Admission(AdmissionConfig(alpha=0.5, fallback_prior=0.2, prior_attempts=5.0))
     admission.observe_request("t", "g", "miss", 4.0)
     admission.observe_request("t", "g", "miss", 8.0)
-    admission.observe_request("t", "g", "hit", 1.0)
-    admission.observe_request("t", "g", "fallback", 9.0)
-    terms = admission.estimate("t", 2)
-    assert terms["miss_s"] == pytest.approx(6.0) and terms["hit_s"] == pytest.approx(5.0)
+    terms = admission.estimate("t", 2)  # nothing measured yet: the priors
+    p = 0.2
+    assert terms["p_fallback"] == pytest.approx(p)
+    assert terms["hit_s"] == pytest.approx((1 - p) * 0.2 * 6.0 + p * 1.2 * 6.0)
     assert terms["build_s"] == pytest.approx(AdmissionConfig().build_prior * 6.0)  # no build measured yet
-    assert admission.arrivals("t", "g") == 4
+    for route, seconds in (("fallback", 12.0), ("fallback", 10.0), ("hit", 0.1), ("hit", 0.1), ("hit", 0.1)):
+        admission.observe_request("t", "g", route, seconds)
+    terms = admission.estimate("t", 2)
+    p = (2 + 1) / (5 + 5)
+    assert terms["miss_s"] == pytest.approx(6.0) and terms["p_fallback"] == pytest.approx(p)
+    assert terms["hit_s"] == pytest.approx((1 - p) * 0.1 + p * 11.0)
+    assert admission.arrivals("t", "g") == 7
 
 
 def test_with_a_free_target_measured_costs_keep_builds_out_once_warmed_up(make):

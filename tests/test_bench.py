@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from minicache.admission import Admission, AdmissionConfig
+from minicache.admission import AdmissionConfig
 from minicache.bench import regenerate_report, run_benchmark
 from minicache.bench.baselines import GENCACHE_SYSTEM, GenCacheLike, PoT
 from minicache.bench.data import (
@@ -569,12 +569,6 @@ def test_the_prompt_caches_answer_from_earlier_chunks_as_in_one_run(tmp_path, me
     assert chunked["hit_rate"] == whole["hit_rate"] > 0
 
 
-def _admission_state(a: Admission):
-    return (a.miss.value, a.miss.n, a.hit.value, a.hit.n, a.build.value, a.build.n, a.builds_ok, a.builds_failed,
-            a.requests, a.build_s_total, {t: dict(c) for t, c in a._arrivals.items()},
-            {t: dict(c) for t, c in a._hist.items()})
-
-
 def _rows_in_stream_order(path, stream):
     done = read_done(path)
     return [(r, done[("minicache", str(r.id))]) for r in stream]
@@ -597,7 +591,7 @@ def test_resume_restores_exactly_the_admission_state_the_rows_were_served_with(t
             assert served.engine.admission.builds_ok >= 2 and any(r["route"] == "hit" for r in rows)
             resumed = make(tmp_path / f"resumed{background}.db", background)
             resumed.resume(_rows_in_stream_order(tmp_path / f"requests{background}.jsonl", stream), tail)
-            assert _admission_state(resumed.engine.admission) == _admission_state(served.engine.admission)
+            assert resumed.engine.admission.snapshot() == served.engine.admission.snapshot()
             for m in (served, resumed):
                 m.engine.close()
 
