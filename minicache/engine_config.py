@@ -47,6 +47,9 @@ class EngineConfig:
     # Hit verification and audits (minicache.hit, docs/hits.md).
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     audit_rate: float = 0.05  # share of served hits also answered by the miss path, in the background
+    # Seeds the draw of which hits are audited, so a run (and a test counting target calls) audits the
+    # same hits each time; None draws from the OS.
+    audit_seed: int | None = 0
     audit_delta: float = 0.01  # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
     audit_z: float = 1.96  # the bound's confidence (Wilson score interval, z=1.96: 95% two-sided)
     step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)

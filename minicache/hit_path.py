@@ -39,7 +39,7 @@ class HitPath:
         self.submit = submit  # the engine's audit worker (background, behind requests)
         self._audits: list[Future] = []
         self._lock = threading.Lock()
-        self._rng = random.Random()
+        self._rng = random.Random(config.audit_seed)  # which hits are audited (EngineConfig.audit_seed)
 
     def serve(self, entry: Entry, question: str, context: str | None, timings: dict[str, float],
               tenant: str, record: bool = True) -> SolveResult:

@@ -549,3 +549,20 @@ def test_a_search_group_is_built_and_then_served_by_text_alignment_without_the_s
         assert result.answer["max_price"] == shop_action(instruction)["max_price"]  # not 6, 53 or 10
         assert set(shop_action(instruction)["keywords"].split()) <= set(result.answer["keywords"].split())
     assert len(mc.small.calls) == validation_calls  # the hits asked the small model nothing
+
+
+def test_which_hits_are_audited_is_seeded_so_two_runs_audit_the_same_ones(make):
+    def audited(seed: int) -> list[int]:
+        mc = make(audit_rate=0.3, audit_seed=seed)
+        warm(mc, CURRENT_RATIO, CR_VALUES[:3])
+        calls, picks = mc.target.miss_calls, []
+        for i, values in enumerate(CR_VALUES[3:] * 3):
+            assert mc.solve(CURRENT_RATIO.ask(*values)).route == "hit"
+            if mc.target.miss_calls > calls:
+                picks.append(i)
+            calls = mc.target.miss_calls
+        return picks
+
+    first = audited(seed=5)
+    assert first and len(first) < len(CR_VALUES[3:] * 3)  # a sample, not all or none
+    assert audited(seed=5) == first
