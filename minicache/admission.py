@@ -207,19 +207,21 @@ class Admission:
         p = (self.fallback.n + c.fallback_prior * c.prior_attempts) / (self.fallback.n + self.hit.n + c.prior_attempts)
         return (1 - p) * hit + p * fallback, p
 
-    def estimate(self, tenant: str, n: int) -> dict[str, float]:
-        """The terms of the decision for a group seen ``n`` times, and the expected gain in seconds."""
+    def estimate(self, tenant: str, n: int, first_misses: int = 0) -> dict[str, float]:
+        """The terms of the decision for a group seen ``n`` times, and the expected gain in seconds.
+        ``first_misses``: arrivals after the build that the new entry answers as misses anyway (its
+        probation, docs/hits.md); they bring no gain."""
         miss = self.miss.value
         hit, p_fallback = self.hit_attempt_cost()
         build = self.build.value if self.build.n else self.config.build_prior * miss
         p_ok = (self.builds_ok + 1) / (self.builds_ok + self.builds_failed + 2)
-        future = self.expected_future(tenant, n)
+        future = max(0.0, self.expected_future(tenant, n) - first_misses)
         return {"n": n, "future": future, "p_ok": p_ok, "miss_s": miss, "hit_s": hit, "p_fallback": p_fallback,
                 "build_s": build, "gain_s": p_ok * future * (miss - hit) - build}
 
-    def admits(self, tenant: str, n: int) -> tuple[bool, dict[str, float]]:
-        """Whether a group seen ``n`` times is worth building now."""
-        terms = self.estimate(tenant, n)
+    def admits(self, tenant: str, n: int, first_misses: int = 0) -> tuple[bool, dict[str, float]]:
+        """Whether a group seen ``n`` times is worth building now (``first_misses``: see :meth:`estimate`)."""
+        terms = self.estimate(tenant, n, first_misses)
         if n < 2:  # a one-off group is never built
             return False, terms
         if not self.config.enabled or not self.miss.n or self.requests < self.config.warmup_requests:

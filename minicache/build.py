@@ -315,7 +315,9 @@ class BuildQueue:
         if store.active_entry(tenant, group_id) is not None:
             return
         seen = max(group.n_examples, admission.arrivals(tenant, group_id))
-        if not admission.admits(tenant, seen)[0]:  # its arrivals do not predict hits that pay for a build
+        verify = self.config.verify  # an entry built on probation answers its first hit attempts as misses
+        first_misses = verify.probation if needs_probation(store.counters(tenant), verify) else 0
+        if not admission.admits(tenant, seen, first_misses)[0]:  # its arrivals do not predict hits that pay
             return
         key = (tenant, group_id)
         with self.lock:

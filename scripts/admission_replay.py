@@ -24,6 +24,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("rows", type=Path, help="a benchmark's requests.jsonl")
     parser.add_argument("--method", default="minicache")
+    parser.add_argument("--first-misses", type=int, default=0,
+                        help="arrivals a new entry answers as misses (its probation: 1 by default in serving)")
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
     events: list[tuple] = []
@@ -40,7 +42,7 @@ def main() -> int:
                       "builds_failed": state["builds_failed"],
                       **{f"{name}_s": [round(value, 2), n] for name, (value, n) in state["costs"].items()}}))
     for n in range(2, 9):
-        admitted, terms = admission.admits("default", n)
+        admitted, terms = admission.admits("default", n, args.first_misses)
         print(json.dumps({"seen": n, "admitted": admitted, **{k: round(v, 2) for k, v in terms.items() if k != "n"}}))
     return 0
 

@@ -254,3 +254,13 @@ def test_replaying_the_observations_gives_the_state_they_gave_live():
     assert told == []  # a replayed build is not a new one
     with pytest.raises(ValueError, match="unknown admission event"):
         replayed.replay([("arrival", "t", "g1")])
+
+
+def test_arrivals_a_new_entry_answers_as_misses_on_probation_bring_no_gain():
+    admission = Admission(AdmissionConfig(warmup_requests=0))
+    costs(admission, miss=10.0, hit=1.0, build=20.0)
+    _random_stream(admission, seed=7)
+    plain, on_probation = admission.estimate("t", 2), admission.estimate("t", 2, first_misses=1)
+    assert on_probation["future"] == pytest.approx(plain["future"] - 1)
+    assert on_probation["gain_s"] < plain["gain_s"]
+    assert admission.estimate("t", 2, first_misses=100)["future"] == 0.0

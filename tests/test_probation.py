@@ -105,3 +105,18 @@ def test_a_benchmark_replays_a_probation_refusal_as_a_miss_and_other_fallbacks_a
     assert observed_route("fallback", "HitRefused: probation: a new entry's first ...") == "miss"
     assert observed_route("fallback", "HitRefused: margin: the model chose ...") == "fallback"
     assert observed_route("hit", None) == "hit"
+
+
+@pytest.mark.parametrize("probation, expected", [(1, 1), (0, 0)])
+def test_admission_is_told_the_arrivals_an_entry_on_probation_answers_as_misses(make, probation, expected):
+    mc, _ = make(probation=probation)
+    told: list[int] = []
+    admits = mc.admission.admits
+
+    def spy(tenant: str, n: int, first_misses: int = 0):
+        told.append(first_misses)
+        return admits(tenant, n, first_misses)
+
+    mc.admission.admits = spy  # type: ignore[method-assign]
+    _built(mc)
+    assert told == [expected]
