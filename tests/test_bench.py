@@ -588,7 +588,10 @@ def test_resume_restores_exactly_the_admission_state_the_rows_were_served_with(t
             rows = record_stream(served, stream, tmp_path / f"requests{background}.jsonl")
             served.engine.wait_for_builds()
             tail = served.tail()
-            assert served.engine.admission.builds_ok >= 2 and any(r["route"] == "hit" for r in rows)
+            assert served.engine.admission.builds_ok >= 2
+            # Inline builds make hits certain; with background builds whether a build finishes
+            # before its group's next request is a race the fast fake models can lose (seen in CI).
+            assert background or any(r["route"] == "hit" for r in rows)
             resumed = make(tmp_path / f"resumed{background}.db", background)
             resumed.resume(_rows_in_stream_order(tmp_path / f"requests{background}.jsonl", stream), tail)
             assert resumed.engine.admission.snapshot() == served.engine.admission.snapshot()
