@@ -80,7 +80,7 @@ def chosen(ids: list[int], programs: list[tuple[str, list[float]]], gold: list[f
     ranked = []
     for c in reversed(ids):
         expr, values = programs[c]
-        score = sum((1 if close(run(expr, programs[i][1]), gold[i]) else -1)
+        score = sum((1 if agrees(expr, len(values), programs[i], gold[i]) else -1)
                     for i in ids if len(programs[i][1]) == len(values))
         if score > 0:
             ranked.append((score, c))
