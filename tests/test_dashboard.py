@@ -287,6 +287,8 @@ def browser():
 @pytest.mark.browser
 def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tmp_path, sandbox, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import WebDriverWait
 
     mc = MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=HashEmbedder(),
                    sandbox=sandbox, config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
@@ -300,11 +302,20 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tm
             def text(css: str) -> str:
                 return browser.find_element(By.CSS_SELECTOR, css).text
 
+            def follow(element) -> None:
+                """Click a link or submit button and wait until the browser has left the page it was on.
+
+                A click returns before the navigation it starts has finished, so a lookup right after
+                it can read the old page (or none, mid-load); CI saw exactly that after #confirm."""
+                element.click()
+                WebDriverWait(browser, 15).until(staleness_of(element))
+                WebDriverWait(browser, 15).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
             def log_in(key: str) -> None:
                 browser.get(server.url + "/dashboard")
                 assert "/dashboard/login" in browser.current_url
                 browser.find_element(By.ID, "key").send_keys(key)
-                browser.find_element(By.ID, "login").click()
+                follow(browser.find_element(By.ID, "login"))
                 assert key not in browser.current_url
 
             log_in(KEY_ADMIN)
@@ -318,15 +329,15 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tm
             assert len(rows) == 2
             cached = browser.find_element(By.CSS_SELECTOR, f'tr[data-group="{entry.group_id}"]')
             assert "cached" in cached.text and "2" in cached.text
-            cached.find_element(By.CSS_SELECTOR, "a.entry-link").click()
+            follow(cached.find_element(By.CSS_SELECTOR, "a.entry-link"))
             assert text("#entry-id") == entry.id and text("#entry-status") == "active"
             program = text("#program")
             assert "def solve(" in program and "current_assets" in program
             assert "current_liabilities" in text("#template")
 
-            browser.find_element(By.ID, "invalidate").click()
+            follow(browser.find_element(By.ID, "invalidate"))
             assert "Invalidate entry" in browser.find_element(By.TAG_NAME, "h1").text
-            browser.find_element(By.ID, "confirm").click()
+            follow(browser.find_element(By.ID, "confirm"))
             assert text("#entry-status") == "evicted"
             assert mc.store.get_entry("a", entry.id).status == "evicted"
             browser.get(server.url + "/dashboard/groups?tenant=a")
@@ -339,11 +350,10 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tm
             assert "build" in feed and entry.id in feed
             ask(http, KEY_A, CURRENT_RATIO, CR_VALUES[5])  # a miss now, then (3 examples again) a build
             browser.implicitly_wait(0)
-            from selenium.webdriver.support.ui import WebDriverWait
             builds = "#event-rows tr.ev-build"
             WebDriverWait(browser, 10).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, builds)) >= 2)
 
-            browser.find_element(By.ID, "logout").click()
+            follow(browser.find_element(By.ID, "logout"))
             log_in(KEY_B)
             browser.get(server.url + f"/dashboard/entries/{entry.id}?tenant=a")
             assert "cannot open tenant 'a'" in text("#error")
