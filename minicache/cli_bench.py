@@ -71,12 +71,17 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
 @click.option("--inline-builds", is_flag=True,
               help="minicache builds on the request that triggers a build instead of in the background, so "
                    "every run of the same stream gives the same routes (background builds are what serving does).")
+@click.option("--interleave", is_flag=True,
+              help="Serve each request with every method in turn (pot, then minicache, ...) instead of each method's "
+                   "whole stream in turn, so that methods compared on one request are measured seconds apart on a "
+                   "machine whose speed drifts. minicache's background builds wait while another method serves; "
+                   "the seconds a request waited for one to step aside, before its timer, are in its row (waited_s).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder; rerunning resumes.")
 @click.pass_obj
 def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, groups: int | None, seed: str, subset: str,
           concurrency: str, throughput_requests: int, pad_context: str, pad_requests: int, use_group_labels: bool,
-          inline_builds: bool, out_dir: str) -> None:
+          inline_builds: bool, interleave: bool, out_dir: str) -> None:
     """Compare MiniCache with PoT and other caches on one stream; write one report.
 
     Every method sees the same shuffled stream, starting cold. Numeric answers are scored with
@@ -126,6 +131,6 @@ def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, group
                         out=Path(out_dir), limit=limit, groups=groups, seeds=seeds, concurrency=clients,
                         throughput_requests=throughput_requests, pad_tokens=pads, pad_requests=pad_requests,
                         use_group_labels=use_group_labels, subset=caps, command="minicache " + " ".join(sys.argv[1:]),
-                        background_builds=not inline_builds)
+                        background_builds=not inline_builds, interleave=interleave)
     click.echo(open(f"{out_dir}/report.md").read())
     del results

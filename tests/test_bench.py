@@ -10,7 +10,7 @@ import pytest
 
 from minicache.admission import AdmissionConfig
 from minicache.bench import regenerate_report, run_benchmark
-from minicache.bench.baselines import GENCACHE_SYSTEM, GenCacheLike, PoT
+from minicache.bench.baselines import GENCACHE_SYSTEM, GenCacheLike, Outcome, PoT
 from minicache.bench.data import (
     BenchRequest,
     action_matches,
@@ -28,6 +28,7 @@ from minicache.bench.runner import (
     group_purity,
     percentile,
     read_done,
+    record_interleaved,
     record_stream,
     route_breakdown,
     same_requests,
@@ -751,3 +752,66 @@ def test_a_distinct_svamp_stream_runs_through_the_benchmark(tmp_path):
     assert results["config"]["dataset"] == "svamp-distinct" and results["methods"]["pot"]["n"] == 4
     assert [r["id"] for r in rows] == [r.id for r in select(load("svamp-distinct"), limit=4, groups=None, seed=0)]
     assert len({r["group"] for r in rows}) == 4
+
+
+# -- interleaved streams (--interleave) ---------------------------------------------------------------------
+
+
+def test_an_interleaved_run_serves_each_request_with_every_method_in_turn_and_takes_the_same_routes(tmp_path):
+    """Rows alternate method by method per request (file order is serving order), the hits fall
+    where a method-by-method run puts them, and so do chunks of an interleaved run."""
+    dataset = _long_dataset(tmp_path)
+    with SandboxPool(size=2) as sandbox:
+        kwargs = dict(dataset=str(dataset), methods=["pot", "minicache"], small=FakeSmall(), embedder=HashEmbedder(),
+                      seed=2, sandbox=sandbox, command="test", background_builds=False,
+                      admission=AdmissionConfig(warmup_requests=1000))
+        run_benchmark(target=FakeTarget(), out=tmp_path / "sequential", **kwargs)
+        results = run_benchmark(target=FakeTarget(), out=tmp_path / "interleaved", interleave=True, **kwargs)
+        for limit in (5, 10, 17):
+            run_benchmark(target=FakeTarget(), out=tmp_path / "chunks", limit=limit, interleave=True, **kwargs)
+    lines = [json.loads(x) for x in (tmp_path / "interleaved" / "requests.jsonl").read_text().splitlines()]
+    assert [x["method"] for x in lines] == ["pot", "minicache"] * 17
+    assert [x["id"] for x in lines[::2]] == [x["id"] for x in lines[1::2]]
+    routes = _minicache_routes(tmp_path / "sequential")
+    assert sum(route == "hit" for _, route, _ in routes) >= 5
+    assert _minicache_routes(tmp_path / "interleaved") == routes
+    assert _minicache_routes(tmp_path / "chunks") == routes
+    # pot's requests held the compute lock; minicache's builds were the ones that waited
+    assert all(x["waited_s"] >= 0 for x in lines[::2]) and not any("waited_s" in x for x in lines[1::2])
+    assert results["config"]["interleave"] is True and "waited_s" in results["methods"]["pot"]
+    assert "--interleave" in (tmp_path / "interleaved" / "report.md").read_text()
+
+
+def test_interleaving_holds_the_lock_for_other_methods_and_skips_past_a_shorter_stream(tmp_path):
+    """While a method without background work serves, the lock is held (the other method's build
+    cannot run); a method capped to a prefix (--subset) stops there and the rest go on."""
+    held = []
+
+    class Lock:
+        depth = 0
+
+        def __enter__(self):
+            Lock.depth += 1
+
+        def __exit__(self, *exc):
+            Lock.depth -= 1
+
+    class Probe:
+        def __init__(self, name):
+            self.name = name
+
+        def solve(self, r):
+            held.append((self.name, r.id, Lock.depth))
+            return Outcome(1.0, "miss")
+
+    stream = [BenchRequest(f"r{i}", f"q{i}", 1.0) for i in range(4)]
+    rows = record_interleaved({"pot": Probe("pot"), "minicache": Probe("minicache")},
+                              {"pot": stream[:2], "minicache": stream}, tmp_path / "requests.jsonl",
+                              hold=Lock(), background=frozenset({"minicache"}))
+    assert held == [("pot", "r0", 1), ("minicache", "r0", 0), ("pot", "r1", 1), ("minicache", "r1", 0),
+                    ("minicache", "r2", 0), ("minicache", "r3", 0)]
+    assert [len(rows["pot"]), len(rows["minicache"])] == [2, 4]
+    again = record_interleaved({"pot": Probe("pot"), "minicache": Probe("minicache")},
+                               {"pot": stream[:2], "minicache": stream}, tmp_path / "requests.jsonl",
+                               hold=Lock(), background=frozenset({"minicache"}))
+    assert len(held) == 6 and again == rows  # read back, not served again

@@ -9,10 +9,10 @@ from typing import Any
 
 from ..admission import AdmissionConfig
 from .baselines import Method
-from .data import SEEDED, load, pad_context, select
+from .data import SEEDED, BenchRequest, load, pad_context, select
 from .methods import METHODS, build_method, canonical
 from .report import reference, write_report
-from .runner import group_purity, machine, read_done, record_stream, summarize, throughput
+from .runner import group_purity, machine, read_done, record_interleaved, record_stream, summarize, throughput
 from .stats import compare_all
 
 __all__ = ["run_benchmark", "run_seeds", "regenerate_report", "METHODS"]
@@ -29,7 +29,8 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
                   throughput_requests: int = 24, throughput_methods: tuple[str, ...] = ("pot", "minicache"),
                   pad_tokens: list[int] | None = None, pad_requests: int = 20, use_group_labels: bool = False,
                   sandbox=None, command: str = "", subset: dict[str, int] | None = None,
-                  background_builds: bool = True, admission: AdmissionConfig | None = None) -> dict[str, Any]:
+                  background_builds: bool = True, admission: AdmissionConfig | None = None,
+                  interleave: bool = False) -> dict[str, Any]:
     """Run each method over the same shuffled stream and write results.json, requests.jsonl, report.md, plots.
 
     ``subset`` limits a method to the first N requests of the stream (e.g. the slower baselines).
@@ -37,6 +38,10 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     the request that triggers them, for runs that must give the same routes every time and tests
     that need hits at fixed places in a short stream).
     ``admission``: minicache's build admission (tests shorten its warm-up).
+    ``interleave``: serve each request with every method in turn instead of each method's whole
+    stream in turn (``record_interleaved``): rows compared on one request are then measured seconds
+    apart. minicache's background builds wait while another method serves (the benchmark holds
+    the compute lock); throughput and padded requests still go method by method, after the stream.
 
     A rerun with a larger ``limit`` continues the stream (a long run in chunks, e.g.
     ``scripts/bench_chunks.sh``): rows already recorded are read back, and minicache's admission
@@ -73,7 +78,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
                    "concurrency": concurrency or [], "throughput_requests": len(fresh),
                    "throughput_held_out": held_out, "pad_context": pad_tokens or [],
                    "use_group_labels": use_group_labels, "subset": subset or {}, "command": command,
-                   "background_builds": background_builds,
+                   "background_builds": background_builds, "interleave": interleave,
                    "tolerance": "math.isclose(rel_tol=1e-3, abs_tol=0.01)",
                    "target": getattr(target, "name", "?"), "small": getattr(small, "name", "?")},
         "machine": machine(), "methods": {}}
@@ -81,17 +86,42 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         previous = _renamed(json.loads(results_path.read_text()))
         results["methods"].update(previous.get("methods", {}))
     all_rows: dict[str, list[dict[str, Any]]] = {}
-    for name in methods:
+    built: dict[str, tuple[Method, list[BenchRequest], bool]] = {}
+
+    def prepare(name: str) -> tuple[Method, list[BenchRequest], bool]:
+        """The method, its stream, and whether it has requests left to serve (else all are read back)."""
         method: Method = build_method(name, target, small, sandbox, embedder, str(out / f"{name}.db"), use_group_labels,
                                       background_builds, admission)
         requests = stream[: subset[name]] if subset and name in subset else stream
         recorded = read_done(requests_path)
-        serves = any((name, str(r.id)) not in recorded for r in requests)  # else every row is read back
+        serves = any((name, str(r.id)) not in recorded for r in requests)
         _resume(method, [(r, recorded[(name, str(r.id))]) for r in requests if (name, str(r.id)) in recorded],
                 results["methods"].get(name, {}).get("tail_builds"), serves)
-        with _bar(len(requests), name) as bar:
-            rows = record_stream(method, requests, requests_path, progress=bar.update)
+        return method, requests, serves
+
+    interleaved: dict[str, list[dict[str, Any]]] = {}
+    if interleave:
+        from ..models.compute import CPU_LOCK
+
+        built = {name: prepare(name) for name in methods}
+        engines = {n: b[0].engine for n, b in built.items()  # type: ignore[attr-defined]
+                   if hasattr(getattr(b[0], "engine", None), "wait_for_builds")}  # methods with background builds
+        with _bar(sum(len(b[1]) for b in built.values()), "+".join(methods)) as bar:
+            interleaved = record_interleaved({n: b[0] for n, b in built.items()}, {n: b[1] for n, b in built.items()},
+                                             requests_path, progress=bar.update, hold=CPU_LOCK,
+                                             background=frozenset(engines))
+        for engine in engines.values():  # builds still running end here, before any method's throughput
+            engine.wait_for_builds()
+    for name in methods:
+        method, requests, serves = built[name] if name in built else prepare(name)
+        if interleave:
+            rows = interleaved[name]
+        else:
+            with _bar(len(requests), name) as bar:
+                rows = record_stream(method, requests, requests_path, progress=bar.update)
         block = summarize(rows)
+        if interleave:  # seconds requests waited, before their timers, for another method's builds to step aside
+            block["waited_s"] = sum(row.get("waited_s", 0.0) for row in rows)
         if name == "minicache":
             block["routing"] = group_purity(rows)
             engine = method.engine  # type: ignore[attr-defined]

@@ -24,7 +24,13 @@ def _builds(config: dict[str, Any]) -> list[str]:
     how = ("in the background, in the same process, while the stream continued (their compute slows the "
            "requests they overlap)" if config["background_builds"] else
            "inline, on the request that triggered them (--inline-builds: the same routes on every run)")
-    return [f"minicache builds: {how}.", ""]
+    lines = [f"minicache builds: {how}."]
+    if config.get("interleave"):
+        lines.append("Methods served each request in turn (--interleave): the rows compared on one request were "
+                     "measured seconds apart. While another method served, minicache's builds waited (the "
+                     "benchmark held the compute lock); results.json's `waited_s` counts the seconds requests "
+                     "waited, before their timers started, for a build to step aside.")
+    return lines + [""]
 
 
 def _paired_cells(c: dict[str, Any] | None) -> tuple[str, str, str]:

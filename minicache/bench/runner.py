@@ -1,7 +1,9 @@
 """Run methods over a request stream and compute the fixed results contract.
 
 ``DIR/requests.jsonl`` gets one line per (method, request) as soon as it is done, so an interrupted
-run resumes where it stopped (lines already there are read back, not recomputed). Each line says
+run resumes where it stopped (lines already there are read back, not recomputed). Methods serve
+the stream one after the other (``record_stream``), or request by request in turn
+(``record_interleaved``, ``--interleave``) when the machine's speed drifts faster than a stream lasts. Each line says
 when it started (``started_at``, Unix time), so rows measured while something else loaded the
 machine can be found and measured again. Throughput at
 concurrency C is measured separately: C client threads send ``throughput_requests`` requests of the
@@ -17,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,16 @@ def read_done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return done
 
 
+def _serve(method: Method, r: BenchRequest, name: str) -> dict[str, Any]:
+    """Serve one request through ``method`` and return its row."""
+    started = time.time()
+    outcome, seconds = timed(method, r)
+    return {"method": name, "id": r.id, "group": r.group, "route": outcome.route, "started_at": started,
+            "answer": outcome.answer, "gold": r.answer, "correct": is_correct(r, outcome.answer),
+            "latency_s": seconds, "tokens": {"target": outcome.target_tokens, "small": outcome.small_tokens},
+            "detail": outcome.detail}
+
+
 def record_stream(method: Method, stream: list[BenchRequest], out: Path, progress: Callable[[], None] | None = None,
                   tag: str | None = None) -> list[dict[str, Any]]:
     """Serve ``stream`` in order through a benchmark ``method``, appending one row per request to
@@ -63,17 +76,53 @@ def record_stream(method: Method, stream: list[BenchRequest], out: Path, progres
             if key in done:
                 rows.append(done[key])
             else:
-                started = time.time()
-                outcome, seconds = timed(method, r)
-                row = {"method": name, "id": r.id, "group": r.group, "route": outcome.route, "started_at": started,
-                       "answer": outcome.answer, "gold": r.answer, "correct": is_correct(r, outcome.answer),
-                       "latency_s": seconds, "tokens": {"target": outcome.target_tokens, "small": outcome.small_tokens},
-                       "detail": outcome.detail}
+                row = _serve(method, r, name)
                 fh.write(json.dumps(row, default=str) + "\n")
                 fh.flush()
                 rows.append(row)
             if progress:
                 progress()
+    return rows
+
+
+def record_interleaved(methods: dict[str, Method], streams: dict[str, list[BenchRequest]], out: Path,
+                       progress: Callable[[], None] | None = None,
+                       hold: AbstractContextManager[Any] | None = None,
+                       background: frozenset[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
+    """Serve the streams request by request: each request through every method in turn (in the
+    order of ``methods``; a method's stream may be a prefix of the others'), so that two methods'
+    rows for one request were measured seconds apart, not a whole stream apart.
+
+    ``background`` names the methods with background work (minicache's builds). While any other
+    method serves, the benchmark holds ``hold`` (the process's compute lock), so that work waits
+    instead of slowing the other method. The seconds spent acquiring it, before the request's
+    timer started (a build stepping aside), go into the row as ``waited_s``. Rows already in
+    ``out`` are read back, not served again."""
+    done = read_done(out)
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in methods}
+    longest = max(streams.values(), key=len, default=[])
+    with out.open("a", encoding="utf-8") as fh:
+        for i, r in enumerate(longest):
+            for name, method in methods.items():
+                if i >= len(streams[name]):
+                    continue
+                key = (name, str(r.id))
+                if key in done:
+                    rows[name].append(done[key])
+                else:
+                    if hold is not None and background and name not in background:
+                        began = time.perf_counter()
+                        with hold:
+                            waited = time.perf_counter() - began
+                            row = _serve(method, r, name)
+                        row["waited_s"] = waited
+                    else:
+                        row = _serve(method, r, name)
+                    fh.write(json.dumps(row, default=str) + "\n")
+                    fh.flush()
+                    rows[name].append(row)
+                if progress:
+                    progress()
     return rows
 
 
