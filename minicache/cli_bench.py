@@ -72,10 +72,12 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
               help="minicache builds on the request that triggers a build instead of in the background, so "
                    "every run of the same stream gives the same routes (background builds are what serving does).")
 @click.option("--interleave", is_flag=True,
-              help="Serve each request with every method in turn (pot, then minicache, ...) instead of each method's "
-                   "whole stream in turn, so that methods compared on one request are measured seconds apart on a "
-                   "machine whose speed drifts. minicache's background builds wait while another method serves; "
-                   "the seconds a request waited for one to step aside, before its timer, are in its row (waited_s).")
+              help="Serve each request with every method in turn (pot then minicache, then the other way round on "
+                   "the next request) instead of each method's whole stream in turn, so that methods compared on "
+                   "one request are measured seconds apart on a machine whose speed drifts. Each request starts "
+                   "without the previous one's prompt in the models' KV cache. minicache's background builds wait "
+                   "while another method serves; the seconds a request waited for one to step aside, before its "
+                   "timer, are in its row (waited_s).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder; rerunning resumes.")
 @click.pass_obj

@@ -770,21 +770,24 @@ def test_an_interleaved_run_serves_each_request_with_every_method_in_turn_and_ta
         for limit in (5, 10, 17):
             run_benchmark(target=FakeTarget(), out=tmp_path / "chunks", limit=limit, interleave=True, **kwargs)
     lines = [json.loads(x) for x in (tmp_path / "interleaved" / "requests.jsonl").read_text().splitlines()]
-    assert [x["method"] for x in lines] == ["pot", "minicache"] * 17
+    assert [x["method"] for x in lines] == ["pot", "minicache", "minicache", "pot"] * 8 + ["pot", "minicache"]
     assert [x["id"] for x in lines[::2]] == [x["id"] for x in lines[1::2]]
+    pot_rows = [x for x in lines if x["method"] == "pot"]
+    mc_rows = [x for x in lines if x["method"] == "minicache"]
     routes = _minicache_routes(tmp_path / "sequential")
     assert sum(route == "hit" for _, route, _ in routes) >= 5
     assert _minicache_routes(tmp_path / "interleaved") == routes
     assert _minicache_routes(tmp_path / "chunks") == routes
-    # pot's requests held the compute lock; minicache's builds were the ones that waited
-    assert all(x["waited_s"] >= 0 for x in lines[::2]) and not any("waited_s" in x for x in lines[1::2])
+    # every request first took the compute lock (minicache's builds wait while pot serves)
+    assert all(x["waited_s"] >= 0 for x in pot_rows + mc_rows)
     assert results["config"]["interleave"] is True and "waited_s" in results["methods"]["pot"]
     assert "--interleave" in (tmp_path / "interleaved" / "report.md").read_text()
 
 
 def test_interleaving_holds_the_lock_for_other_methods_and_skips_past_a_shorter_stream(tmp_path):
     """While a method without background work serves, the lock is held (the other method's build
-    cannot run); a method capped to a prefix (--subset) stops there and the rest go on."""
+    cannot run); the order flips every request; ``between`` runs before each request served; a
+    method capped to a prefix (--subset) stops there and the rest go on."""
     held = []
 
     class Lock:
@@ -801,17 +804,23 @@ def test_interleaving_holds_the_lock_for_other_methods_and_skips_past_a_shorter_
             self.name = name
 
         def solve(self, r):
-            held.append((self.name, r.id, Lock.depth))
+            held.append((self.name, r.id, Lock.depth, forgotten[0]))
             return Outcome(1.0, "miss")
+
+    forgotten = [0]
+
+    def forget():
+        forgotten[0] += 1
 
     stream = [BenchRequest(f"r{i}", f"q{i}", 1.0) for i in range(4)]
     rows = record_interleaved({"pot": Probe("pot"), "minicache": Probe("minicache")},
                               {"pot": stream[:2], "minicache": stream}, tmp_path / "requests.jsonl",
-                              hold=Lock(), background=frozenset({"minicache"}))
-    assert held == [("pot", "r0", 1), ("minicache", "r0", 0), ("pot", "r1", 1), ("minicache", "r1", 0),
-                    ("minicache", "r2", 0), ("minicache", "r3", 0)]
+                              hold=Lock(), background=frozenset({"minicache"}), between=forget)
+    assert held == [("pot", "r0", 1, 1), ("minicache", "r0", 0, 2), ("minicache", "r1", 0, 3), ("pot", "r1", 1, 4),
+                    ("minicache", "r2", 0, 5), ("minicache", "r3", 0, 6)]
+    assert all("waited_s" in x for x in rows["pot"] + rows["minicache"])
     assert [len(rows["pot"]), len(rows["minicache"])] == [2, 4]
     again = record_interleaved({"pot": Probe("pot"), "minicache": Probe("minicache")},
                                {"pot": stream[:2], "minicache": stream}, tmp_path / "requests.jsonl",
-                               hold=Lock(), background=frozenset({"minicache"}))
-    assert len(held) == 6 and again == rows  # read back, not served again
+                               hold=Lock(), background=frozenset({"minicache"}), between=forget)
+    assert len(held) == 6 and forgotten == [6] and again == rows  # read back, not served again

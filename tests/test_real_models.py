@@ -108,6 +108,21 @@ def test_a_repeated_prompt_prefix_reuses_the_kv_cache(small_model):
     assert second.draft["cached_prompt_tokens"] > 100
 
 
+def test_forgetting_a_request_keeps_the_system_prefix_but_not_the_prompt_or_its_output(small_model):
+    """What an interleaved benchmark relies on: the second of two identical calls computes its user
+    message again (as after any other request) and still gives the same output."""
+    messages = [Message("system", EXTRACT_SYSTEM + " " + "Be exact. " * 40), Message("user", "Tom has 3 apples.")]
+    opts = GenerationOptions(max_tokens=8)
+    first = small_model.complete(messages, opts)
+    repeated = small_model.complete(messages, opts)
+    small_model.forget_request()
+    forgotten = small_model.complete(messages, opts)
+    system = len(small_model.tokenize(messages[0].content))
+    assert repeated.draft["cached_prompt_tokens"] == repeated.prompt_tokens - 1  # the whole prompt but its last token
+    assert system <= forgotten.draft["cached_prompt_tokens"] < repeated.draft["cached_prompt_tokens"]
+    assert forgotten.text == first.text == repeated.text
+
+
 def test_both_models_and_the_embedder_compute_one_at_a_time(small_model, target_model):
     from minicache.embedding import shared_embedder
     from minicache.models.base import CPU_LOCK

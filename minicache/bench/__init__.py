@@ -40,8 +40,9 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     ``admission``: minicache's build admission (tests shorten its warm-up).
     ``interleave``: serve each request with every method in turn instead of each method's whole
     stream in turn (``record_interleaved``): rows compared on one request are then measured seconds
-    apart. minicache's background builds wait while another method serves (the benchmark holds
-    the compute lock); throughput and padded requests still go method by method, after the stream.
+    apart, each starting without the other's prompt in the models' KV cache. minicache's background
+    builds wait while another method serves (the benchmark holds the compute lock); throughput and
+    padded requests still go method by method, after the stream.
 
     A rerun with a larger ``limit`` continues the stream (a long run in chunks, e.g.
     ``scripts/bench_chunks.sh``): rows already recorded are read back, and minicache's admission
@@ -109,7 +110,7 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
         with _bar(sum(len(b[1]) for b in built.values()), "+".join(methods)) as bar:
             interleaved = record_interleaved({n: b[0] for n, b in built.items()}, {n: b[1] for n, b in built.items()},
                                              requests_path, progress=bar.update, hold=CPU_LOCK,
-                                             background=frozenset(engines))
+                                             background=frozenset(engines), between=lambda: _forget(target, small))
         for engine in engines.values():  # builds still running end here, before any method's throughput
             engine.wait_for_builds()
     for name in methods:
@@ -155,6 +156,15 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     all_rows = {name: all_rows.get(name) or [row for (m, _), row in done.items() if m == name]
                 for name in results["methods"]}  # the report lists methods in results.json's order
     return _finish(out, results, all_rows)
+
+
+def _forget(*models: Any) -> None:
+    """Drop the last prompt from each model's KV cache where the backend keeps one in this process
+    (``LlamaCppBackend.forget_request``): in an interleaved run the next method sends the same prompt."""
+    for model in models:
+        forget = getattr(model, "forget_request", None)
+        if forget is not None:
+            forget()
 
 
 def _resume(method: Method, done: list[tuple[Any, dict[str, Any]]], tail: dict[str, Any] | None,

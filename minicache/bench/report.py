@@ -26,8 +26,9 @@ def _builds(config: dict[str, Any]) -> list[str]:
            "inline, on the request that triggered them (--inline-builds: the same routes on every run)")
     lines = [f"minicache builds: {how}."]
     if config.get("interleave"):
-        lines.append("Methods served each request in turn (--interleave): the rows compared on one request were "
-                     "measured seconds apart. While another method served, minicache's builds waited (the "
+        lines.append("Methods served each request in turn (--interleave; the order flips every request, and each "
+                     "request starts without the previous prompt in the KV cache): the rows compared on one request "
+                     "were measured seconds apart. While another method served, minicache's builds waited (the "
                      "benchmark held the compute lock); results.json's `waited_s` counts the seconds requests "
                      "waited, before their timers started, for a build to step aside.")
     return lines + [""]

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -88,36 +88,47 @@ def record_stream(method: Method, stream: list[BenchRequest], out: Path, progres
 def record_interleaved(methods: dict[str, Method], streams: dict[str, list[BenchRequest]], out: Path,
                        progress: Callable[[], None] | None = None,
                        hold: AbstractContextManager[Any] | None = None,
-                       background: frozenset[str] = frozenset()) -> dict[str, list[dict[str, Any]]]:
-    """Serve the streams request by request: each request through every method in turn (in the
-    order of ``methods``; a method's stream may be a prefix of the others'), so that two methods'
-    rows for one request were measured seconds apart, not a whole stream apart.
+                       background: frozenset[str] = frozenset(),
+                       between: Callable[[], None] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Serve the streams request by request: each request through every method in turn, so that two
+    methods' rows for one request were measured seconds apart, not a whole stream apart. The order
+    flips from one request to the next (``methods``' order, then reversed), so that whatever one
+    method leaves behind for the next (a warm cache) favours each method equally often; ``between``
+    runs before every request served (the benchmark drops the models' KV cache of the last prompt,
+    which the next method would otherwise reuse whole). A method's stream may be a prefix of the
+    others' (``--subset``).
 
     ``background`` names the methods with background work (minicache's builds). While any other
     method serves, the benchmark holds ``hold`` (the process's compute lock), so that work waits
-    instead of slowing the other method. The seconds spent acquiring it, before the request's
-    timer started (a build stepping aside), go into the row as ``waited_s``. Rows already in
+    instead of slowing the other method; ``between`` runs under it too (it touches the models). The
+    seconds spent acquiring it, before the request's timer started (a build stepping aside), go into
+    the row as ``waited_s``. Rows already in
     ``out`` are read back, not served again."""
     done = read_done(out)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in methods}
     longest = max(streams.values(), key=len, default=[])
+    names = list(methods)
     with out.open("a", encoding="utf-8") as fh:
         for i, r in enumerate(longest):
-            for name, method in methods.items():
+            for name in names if i % 2 == 0 else names[::-1]:
                 if i >= len(streams[name]):
                     continue
                 key = (name, str(r.id))
                 if key in done:
                     rows[name].append(done[key])
                 else:
-                    if hold is not None and background and name not in background:
-                        began = time.perf_counter()
-                        with hold:
-                            waited = time.perf_counter() - began
-                            row = _serve(method, r, name)
+                    exclusive = hold is not None and bool(background) and name not in background
+                    began = time.perf_counter()
+                    with hold if hold is not None else nullcontext():
+                        waited = time.perf_counter() - began
+                        if between is not None:
+                            between()
+                        if exclusive:
+                            row = _serve(methods[name], r, name)
+                    if not exclusive:
+                        row = _serve(methods[name], r, name)
+                    if hold is not None and background:
                         row["waited_s"] = waited
-                    else:
-                        row = _serve(method, r, name)
                     fh.write(json.dumps(row, default=str) + "\n")
                     fh.flush()
                     rows[name].append(row)

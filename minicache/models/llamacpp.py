@@ -389,6 +389,23 @@ class LlamaCppBackend:
             finally:
                 llm.step_aside = kept[4]
 
+    def forget_request(self) -> None:
+        """Drop the last call's prompt and output from the KV cache, keeping only a system prefix
+        the cache has saved (as the next request, with its own user message, would find it).
+
+        For measurements that send one prompt twice in a row (the benchmark's ``--interleave``:
+        pot's prompt, then minicache's miss with the same prompt): without this the second call
+        would find the whole prompt computed already and skip its prefill."""
+        with self._lock:
+            llm = self.llm
+            if llm is None:
+                return
+            cached = llm.input_ids[:llm.n_tokens].tolist()
+            keep = max((len(key) for key in self._states if tuple(cached[:len(key)]) == key), default=0)
+            llm.n_tokens = keep
+            llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+            llm.evals += 1  # the cache changed: a background call that stepped aside restores its state
+
     def close(self) -> None:
         with self._lock:
             llm, self.llm = self.llm, None
