@@ -86,6 +86,10 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     if results_path.exists():
         previous = _renamed(json.loads(results_path.read_text()))
         results["methods"].update(previous.get("methods", {}))
+    for model in (target, small):  # page the weights in before any request is timed
+        warm_up = getattr(model, "warm_up", None)
+        if warm_up is not None:
+            warm_up()
     all_rows: dict[str, list[dict[str, Any]]] = {}
     built: dict[str, tuple[Method, list[BenchRequest], bool]] = {}
 
