@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..admission import AdmissionConfig
+from ..prompts import plain_pot_messages
 from .baselines import Method
 from .data import SEEDED, BenchRequest, load, pad_context, select
 from .methods import METHODS, build_method, canonical
@@ -86,10 +87,10 @@ def run_benchmark(*, dataset: str, methods: list[str], target, small, embedder, 
     if results_path.exists():
         previous = _renamed(json.loads(results_path.read_text()))
         results["methods"].update(previous.get("methods", {}))
-    for model in (target, small):  # page the weights in before any request is timed
-        warm_up = getattr(model, "warm_up", None)
-        if warm_up is not None:
-            warm_up()
+    if hasattr(target, "warm_up"):  # weights paged in and PoT's system prompt computed before any timer starts
+        target.warm_up(plain_pot_messages("What is 2 + 3?"))
+    if hasattr(small, "warm_up"):
+        small.warm_up()
     all_rows: dict[str, list[dict[str, Any]]] = {}
     built: dict[str, tuple[Method, list[BenchRequest], bool]] = {}
 

@@ -389,11 +389,12 @@ class LlamaCppBackend:
             finally:
                 llm.step_aside = kept[4]
 
-    def warm_up(self) -> None:
-        """One short generation, then :meth:`forget_request`: the first call after loading pays for
-        paging the weights in (about 6 s more for the 1.5B target on the 2-core VM), which a
-        measurement should not charge to whichever request happens to come first."""
-        self.complete([Message("user", "Say OK.")], GenerationOptions(max_tokens=2))
+    def warm_up(self, messages: list[Message] | None = None) -> None:
+        """One short generation, then :meth:`forget_request`. The first call after loading pays for
+        paging the weights in, and the first call with a system prompt for computing it (both kept
+        afterwards: the prefix's state is saved); a measurement should charge neither to whichever
+        request comes first. ``messages``: a prompt with the system message to be measured."""
+        self.complete(messages or [Message("user", "Say OK.")], GenerationOptions(max_tokens=2))
         self.forget_request()
 
     def forget_request(self) -> None:
