@@ -3,9 +3,9 @@
 ``DIR/requests.jsonl`` gets one line per (method, request) as soon as it is done, so an interrupted
 run resumes where it stopped (lines already there are read back, not recomputed). Methods serve
 the stream one after the other (``record_stream``), or request by request in turn
-(``record_interleaved``, ``--interleave``) when the machine's speed drifts faster than a stream lasts. Each line says
-when it started (``started_at``, Unix time), so rows measured while something else loaded the
-machine can be found and measured again. Throughput at
+(``record_interleaved``, ``--interleave``) when the machine's speed drifts faster than a stream
+lasts. Each line says when it started (``started_at``, Unix time), so rows measured while something
+else loaded the machine can be found and measured again. Throughput at
 concurrency C is measured separately: C client threads send ``throughput_requests`` requests of the
 same stream to one warm instance of the method and the wall time is divided out.
 """
@@ -101,9 +101,9 @@ def record_interleaved(methods: dict[str, Method], streams: dict[str, list[Bench
     ``background`` names the methods with background work (minicache's builds). While any other
     method serves, the benchmark holds ``hold`` (the process's compute lock), so that work waits
     instead of slowing the other method; ``between`` runs under it too (it touches the models). The
-    seconds spent acquiring it, before the request's timer started (a build stepping aside), go into
-    the row as ``waited_s``. Rows already in
-    ``out`` are read back, not served again."""
+    seconds spent acquiring it, before the request's timer started (a build stepping aside: build
+    compute that no timer saw), go into every row as ``waited_s``. Rows already in ``out`` are read
+    back, not served again."""
     done = read_done(out)
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in methods}
     longest = max(streams.values(), key=len, default=[])
