@@ -23,11 +23,9 @@ Two things make the small model's extraction cheap on a CPU:
 from __future__ import annotations
 
 import ctypes
-import os
-import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,72 +35,9 @@ from . import fetch
 from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
 from .choice import Field, decode_object, object_fields
 from .compute import is_background_thread
+from .llama_setup import default_threads, fix_schema_patterns, import_llama, make_llama_class
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
-
-
-def _import_llama():
-    try:
-        import llama_cpp
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise BackendError(
-            "llama-cpp-python is not installed: run `make setup` (it builds llama-cpp-python==0.3.36)."
-        ) from exc
-    return llama_cpp
-
-
-def default_threads() -> int:
-    env = os.environ.get("MINICACHE_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
-def fix_schema_patterns(schema: Any) -> Any:
-    """Rewrite ``\\.`` as ``[.]`` inside ``pattern`` strings.
-
-    llama-cpp-python 0.3.36's schema-to-grammar converter mishandles an escaped dot in a regex
-    pattern; a one-character class means the same thing and converts correctly.
-    """
-    if isinstance(schema, dict):
-        return {k: (re.sub(r"\\\.", "[.]", v) if k == "pattern" and isinstance(v, str)
-                    else fix_schema_patterns(v)) for k, v in schema.items()}
-    if isinstance(schema, list):
-        return [fix_schema_patterns(v) for v in schema]
-    return schema
-
-
-def _make_llama_class(llama_cpp: Any) -> type:
-    class _TimedLlama(llama_cpp.Llama):
-        """``Llama`` whose ``eval`` records its batches and asks for logits only where needed.
-
-        Speculative verification needs logits at every drafted position, but asking for logits at
-        *every* position (``logits_all``) would also pay for them across the whole prompt. Here only
-        the last ``spec_window`` positions of each batch get logits: the draft plus the token before.
-        """
-
-        spec_window = 1
-        step_aside: Callable[[], None] | None = None  # set while a background thread generates
-        evals = 0
-
-        def eval(self, tokens: Sequence[int]) -> None:
-            if self.step_aside is not None and CPU_LOCK.should_yield():
-                self.step_aside()  # a request waits: let it compute, then carry on where we were
-            self.evals += 1
-            self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
-            began = time.perf_counter()
-            for start in range(0, len(tokens), self.n_batch):
-                chunk = list(tokens[start:start + self.n_batch])
-                self._batch.set_batch(batch=chunk, n_past=self.n_tokens, logits_all=False)
-                for i in range(max(0, len(chunk) - self.spec_window), len(chunk)):
-                    self._batch.batch.logits[i] = True
-                self._ctx.decode(self._batch)
-                self.input_ids[self.n_tokens:self.n_tokens + len(chunk)] = chunk
-                self.n_tokens += len(chunk)
-                self._requires_eval = False
-            self.eval_log.append((len(tokens), time.perf_counter() - began))
-
-    return _TimedLlama
 
 
 class LlamaCppBackend:
@@ -118,7 +53,7 @@ class LlamaCppBackend:
         path = Path(model_path)
         if not path.exists():
             raise ModelFileError(f"model file not found: {path}")
-        llama_cpp = _import_llama()
+        llama_cpp = import_llama()
         self.name = name or path.stem
         self.path = path
         self.default_draft: DraftKind = default_draft
@@ -128,7 +63,7 @@ class LlamaCppBackend:
         self._llama_cpp = llama_cpp
         self._pieces: dict[int, bytes] = {}  # token id -> its text, for text fields in choice.py
         try:
-            self.llm = _make_llama_class(llama_cpp)(
+            self.llm = make_llama_class(llama_cpp)(
                 model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
                 n_threads_batch=n_threads or default_threads(), n_batch=n_batch, seed=seed,
                 verbose=verbose)
