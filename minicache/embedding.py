@@ -83,7 +83,9 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-12)
 
 
 class MiniLMEmbedder:
-    """``embed(texts) -> (n, 384)`` unit vectors. Thread-safe; about a millisecond per short text."""
+    """``embed(texts) -> (n, 384)`` unit vectors. Thread-safe. A short request takes about 0.1 s on the
+    2-core VM (median routing time 0.099 s in the interleaved SVAMP run), the most of what minicache
+    adds to a miss there."""
 
     dim = 384
 
