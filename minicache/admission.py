@@ -8,7 +8,10 @@ pays back through later hits of its group. A group is built when
 with every term estimated from the workload as it runs:
 
 * miss, hit and build costs are EWMAs of measured seconds. Until a cost has been measured a prior
-  stands in: a hit costs ``hit_prior`` of a miss, a build ``build_prior`` misses;
+  stands in: a hit costs ``hit_prior`` of a miss, a build ``build_prior`` misses. A build's seconds
+  are its wall time less the time it waited for the compute lock (``Builder.build``): on a busy
+  machine a background build spends most of its wall time waiting for requests, and taken whole
+  (18-122 s on Formula, 2026-12-02) that made every build look dearer than the hits it could bring;
 * a hit attempt can fall back to a miss (the entry refused or failed). Its expected cost is
   ``(1 - p) x hit + p x fallback``, with the fallback rate ``p`` smoothed towards ``fallback_prior``
   by ``prior_attempts`` pseudo-attempts. Why not one EWMA over hits and fallbacks: with five samples,

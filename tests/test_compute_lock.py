@@ -14,7 +14,13 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
 from minicache.admission import AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
-from minicache.models.compute import ComputeLock, _share_from_env, is_background_thread, mark_background_thread
+from minicache.models.compute import (
+    ComputeLock,
+    _share_from_env,
+    is_background_thread,
+    mark_background_thread,
+    thread_waited_s,
+)
 from minicache.store import SQLiteStore
 
 
@@ -170,3 +176,69 @@ def test_an_engines_builds_run_on_a_background_thread_and_its_requests_do_not(tm
         assert mc.store.active_entry("default", mc.store.list_groups("default")[0].id) is not None
     finally:
         mc.close()
+
+
+def test_a_thread_knows_how_long_it_waited_for_the_lock_blocked_or_stepped_aside():
+    """What a build subtracts from its wall time to learn its cost (minicache.build)."""
+    lock = ComputeLock(background_share=0.0)
+    waited: dict[str, float] = {}
+    holding, resumed = threading.Event(), threading.Event()
+
+    def build() -> None:
+        start = thread_waited_s()
+        lock.acquire()  # blocked while the request below computes
+        waited["acquire"] = thread_waited_s() - start
+        holding.set()
+        _wait_until(lambda: lock._foreground_waiting == 1)
+        lock.pause()  # the second request computes
+        waited["total"] = thread_waited_s() - start
+        lock.release()
+        resumed.set()
+
+    with lock:
+        bg = _background(build)
+        time.sleep(0.2)
+    assert holding.wait(5)
+    second = threading.Thread(target=lambda: (lock.acquire(), time.sleep(0.2), lock.release()))
+    second.start()
+    assert resumed.wait(5)
+    second.join(5)
+    bg.join(5)
+    assert waited["acquire"] >= 0.15
+    assert waited["total"] - waited["acquire"] >= 0.15
+    assert thread_waited_s() < 0.05  # this thread never waited for long
+
+
+def test_a_builds_cost_is_its_wall_time_less_what_it_waited_for_requests(tmp_path, sandbox):
+    """Formula (2026-12-02): builds' wall times of 18-122 s, mostly waiting for requests, were
+    taken as their cost, and admission refused every build after the warm-up."""
+    from minicache.models.compute import CPU_LOCK
+
+    mc = MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=HashEmbedder(),
+                   sandbox=sandbox, config=EngineConfig(background_builds=False))
+    try:
+        mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0]))  # a group (one arrival: no build of its own)
+        group = mc.store.list_groups("default")[0].id
+        # The build's work is under test only for its timing: it takes the lock once and fails.
+        mc.builder._build_locked = lambda tenant, gid: (CPU_LOCK.acquire(), CPU_LOCK.release(), None)[-1]
+        before = mc.admission.build.n
+        release = threading.Event()
+
+        def request() -> None:  # a request holding the lock while the build waits for it
+            with CPU_LOCK:
+                release.wait(5)
+                time.sleep(0.3)
+
+        holder = threading.Thread(target=request)
+        holder.start()
+        release.set()
+        _wait_until(lambda: CPU_LOCK._owner is not None)
+        began = time.perf_counter()
+        mc.builder.build("default", group)
+        wall = time.perf_counter() - began
+        holder.join(5)
+    finally:
+        mc.close()
+    assert mc.admission.build.n == before + 1
+    assert wall >= 0.2
+    assert mc.admission.build.value < 0.1

@@ -47,6 +47,19 @@ def is_background_thread() -> bool:
     return getattr(_local, "background", False)
 
 
+def thread_waited_s() -> float:
+    """Seconds the calling thread has spent, so far, waiting for the compute lock: blocked in
+    ``acquire`` or stepped aside in ``pause``. A build subtracts what it waited from its wall time to
+    learn what it cost (admission), since on a busy machine a background build waits most of its
+    wall time for requests: Formula's builds took 18-122 s of wall time, a build's compute being a
+    fraction of it (2026-12-02)."""
+    return getattr(_local, "waited_s", 0.0)
+
+
+def _add_wait(seconds: float) -> None:
+    _local.waited_s = thread_waited_s() + seconds
+
+
 def _share_from_env() -> float:
     raw = os.environ.get("MINICACHE_BACKGROUND_SHARE")
     if not raw:
@@ -94,6 +107,7 @@ class ComputeLock:
                 self._foreground_waiting += 1
                 if self._owner is not None and self._owner_background and self._contended_since is None:
                     self._contended_since = self._clock()
+            began = time.perf_counter()
             try:
                 while not self._free_for(background):
                     if not blocking:
@@ -105,6 +119,7 @@ class ComputeLock:
             finally:
                 if not background:
                     self._foreground_waiting -= 1
+                _add_wait(time.perf_counter() - began)
             self._take(me, background, depth=1)
             return True
 
@@ -145,8 +160,10 @@ class ComputeLock:
             depth = self._depth
             self.yields += 1
             self._drop()
+            began = time.perf_counter()
             while not self._free_for(True):
                 self._cond.wait()
+            _add_wait(time.perf_counter() - began)
             self._take(me, True, depth=depth)
 
     # -- internals (under self._cond) ---------------------------------------------------------

@@ -60,12 +60,16 @@ def make_llama_class(llama_cpp: Any) -> type:
         evals = 0
 
         def eval(self, tokens: Sequence[int]) -> None:
-            if self.step_aside is not None and CPU_LOCK.should_yield():
-                self.step_aside()  # a request waits: let it compute, then carry on where we were
             self.evals += 1
             self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
             began = time.perf_counter()
             for start in range(0, len(tokens), self.n_batch):
+                # Before every batch, not only every call: a build's prompt of a few thousand tokens
+                # is one call, and a request waited 31 s behind one (Formula, 2026-12-02). Between
+                # batches the state is whole (n_tokens, input_ids and the KV cache agree), so a
+                # request can use the model and the state is restored, as between calls.
+                if self.step_aside is not None and CPU_LOCK.should_yield():
+                    self.step_aside()  # a request waits: let it compute, then carry on where we were
                 chunk = list(tokens[start:start + self.n_batch])
                 self._batch.set_batch(batch=chunk, n_past=self.n_tokens, logits_all=False)
                 for i in range(max(0, len(chunk) - self.spec_window), len(chunk)):
