@@ -6,6 +6,7 @@ from contextlib import ExitStack
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from minicache.models.compute import CPU_LOCK
 from minicache.models.llama_setup import import_llama, make_llama_class
@@ -40,22 +41,17 @@ def _llama(n_batch: int):
     return llm
 
 
-def test_a_long_prompt_can_step_aside_between_its_batches_not_only_before_the_call(monkeypatch):
-    """A build's prompt of thousands of tokens is one eval call; a request waited 31 s behind one."""
+@pytest.mark.parametrize("request_waits, steps_aside_at", [(True, [0, 4, 8]), (False, [])])
+def test_a_long_prompt_can_step_aside_between_its_batches_not_only_before_the_call(
+        monkeypatch, request_waits, steps_aside_at):
+    """A build's prompt of thousands of tokens is one eval call; a request waited 31 s behind one.
+    With a request waiting, the call steps aside before each batch, where the state is whole
+    (n_tokens at a batch boundary); with none, never."""
     llm = _llama(n_batch=4)
     at: list[int] = []
     llm.step_aside = lambda: at.append(llm.n_tokens)
-    monkeypatch.setattr(CPU_LOCK, "should_yield", lambda: True)
+    monkeypatch.setattr(CPU_LOCK, "should_yield", lambda: request_waits)
     llm.eval(list(range(10)))
-    assert at == [0, 4, 8]  # before each batch, with the state whole: n_tokens at a batch boundary
+    assert at == steps_aside_at
     assert llm._ctx.decoded == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
     assert list(llm.input_ids[:10]) == list(range(10)) and llm.n_tokens == 10 and llm.evals == 1
-
-
-def test_a_call_without_a_waiting_request_never_steps_aside(monkeypatch):
-    llm = _llama(n_batch=4)
-    at: list[int] = []
-    llm.step_aside = lambda: at.append(llm.n_tokens)
-    monkeypatch.setattr(CPU_LOCK, "should_yield", lambda: False)
-    llm.eval(list(range(10)))
-    assert at == [] and llm.n_tokens == 10
