@@ -44,7 +44,8 @@ def _llama(n_batch: int):
 @pytest.mark.parametrize("request_waits, steps_aside_at", [(True, [0, 4, 8]), (False, [])])
 def test_a_long_prompt_can_step_aside_between_its_batches_not_only_before_the_call(
         monkeypatch, request_waits, steps_aside_at):
-    """A build's prompt of thousands of tokens is one eval call; a request waited 31 s behind one.
+    """A build's prompt of thousands of tokens is one eval call (a Formula hit waited 31 s behind
+    background work, 2026-12-02).
     With a request waiting, the call steps aside before each batch, where the state is whole
     (n_tokens at a batch boundary); with none, never."""
     llm = _llama(n_batch=4)
