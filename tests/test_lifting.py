@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
+from minicache.extraction import check_types
 from minicache.lifting import lift, own_values, program_inputs
-from minicache.synthesis import parse_signature
+from minicache.synthesis import integer_parameters, parse_signature
 
 NPV_TEXT = "A project expects annual cash inflows of $6,000 for 4 years. If the discount rate is 8%, what is the NPV?"
 NPV_PLAIN = """import math
@@ -72,7 +75,7 @@ def test_dict_values_are_named_by_their_keys_and_request_words_become_a_string_p
     assert lifted is not None
     assert lifted.defaults == {"keywords": "red running shoes", "max_price": 40}
     template = {v.name: v for v in parse_signature(lifted.program).template}
-    assert template["keywords"].type == "string" and template["max_price"].type == "integer"
+    assert template["keywords"].type == "string" and template["max_price"].type == "number"  # 40 is a price
     assert template["keywords"].description == "keywords, words taken from the request"  # no example to copy
     assert sandbox.run(lifted.program, {"keywords": "blue hat", "max_price": 10}).value == {
         "keywords": "blue hat", "max_price": 10}
@@ -138,3 +141,28 @@ def test_an_extracted_text_for_a_lifted_string_must_be_words_of_the_request():
         check_grounded(template, {"keywords": "red running shoes", "max_price": 60}, request)
     with pytest.raises(ExtractionError, match="empty"):
         check_grounded(template, {"keywords": " ", "max_price": 60}, request)
+
+
+def test_a_whole_default_is_typed_integer_only_where_the_program_needs_an_integer():
+    """The NPV program counts years in ``range``: ``years`` is an integer; the cash inflow, whole in
+    this example, is a quantity, so a later request's 6,250.50 is a value for it, not a type error."""
+    by_name = {v.name: v for v in parse_signature(lift(NPV_PLAIN, NPV_TEXT).program).template}
+    assert {name: v.type for name, v in by_name.items()} == {
+        "cash_inflow": "number", "discount_rate_pct": "number", "years": "integer"}
+    values = {"cash_inflow": 6250.5, "discount_rate_pct": 7.5, "years": 3}
+    assert check_types(list(by_name.values()), values) == values
+
+
+@pytest.mark.parametrize("body, integers", [
+    ("return round(x * 1.1, digits)", {"digits"}),
+    ("months = years * 12\n    return sum(x for _ in range(months))", {"years"}),
+    ("return [x] * copies", {"copies"}),
+    ("return math.comb(x, k)", {"x", "k"}),
+    ("return sorted([x, 2, 3])[k]", {"k"}),
+    ("return x ** k / k", set()),
+], ids=["round digits", "through an assignment", "list repeat", "math.comb", "index", "plain arithmetic"])
+def test_integer_parameters_are_the_names_python_needs_as_integers(body, integers):
+    source = f"import math\ndef solve(x=4, k=2, digits=2, years=3, copies=2):\n    {body}\n"
+    fn = next(node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef))
+    assert integer_parameters(fn) & {"x", "k", "digits", "years", "copies"} == integers
+    assert {v.name for v in parse_signature(source).template if v.type == "integer"} == integers
