@@ -35,7 +35,7 @@ from .request import request_text, shared_prefix, strip_prefix
 from .rules import learn_rules
 from .sandbox import SandboxPool, parse_source
 from .store import Entry, Example, Store, Variable, new_id
-from .synthesis import answers_match, generalize, parse_signature
+from .synthesis import answers_match, fill_defaults, generalize, parse_signature
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class Validation:
     passed: int = 0
     of: int = 0
     shared_prefix: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)  # the candidate's defaults (None where it has none)
 
 
 class Attempt(TypedDict, total=False):
@@ -164,6 +165,14 @@ class Builder:
             record = self.validate(cand.source, held, cand.origin, prefix)
             if record.ok and not must <= {c.example for c in record.checks if c.match}:
                 record.ok, record.error = False, "it fails a request the group failed on before"
+            if record.ok and None in record.defaults.values():
+                # The target wrote parameters without defaults: write in the values the first example
+                # passed with, so that a stored entry's program is a whole signature (export, rules).
+                if record.validated:
+                    cand.source = fill_defaults(cand.source, record.validated[0][1])
+                    record.template = parse_signature(cand.source).template
+                else:
+                    record.ok, record.error = False, "no validated example to take its defaults from"
             attempts.append({"source": cand.kind, "ok": record.ok, "error": record.error, "agreements": cand.score})
             if record.ok:
                 return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
@@ -212,13 +221,13 @@ class Builder:
         """Run the real hit path (extraction by the small model, then the program) on each held
         example; the candidate passes if enough answers match the ones its examples were served."""
         try:
-            signature = parse_signature(source)
+            signature = parse_signature(source, require_defaults=False)  # a target-built one may have none
         except ProgramShapeError as exc:
             return Validation(ok=False, error=f"program shape: {exc}")
         # Candidate choice works only if the values are written in the request: check on the example
         # whose values the program's defaults are.
         written = candidate_values(strip_prefix(request_text(origin.question, origin.context), prefix))
-        numeric = [v for v in signature.defaults.values() if not isinstance(v, str)]
+        numeric = [v for v in signature.defaults.values() if v is not None and not isinstance(v, str)]
         mode: Literal["choice", "free"] = \
             "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
         needed = min(self.config.validate_min, len(held))
@@ -241,7 +250,8 @@ class Builder:
             checks.append(check)
         passed = sum(c.match for c in checks)
         return Validation(ok=passed >= needed, template=signature.template, extraction=mode, checks=checks,
-                          validated=validated, passed=passed, of=len(held), shared_prefix=prefix)
+                          validated=validated, passed=passed, of=len(held), shared_prefix=prefix,
+                          defaults=signature.defaults)
 
     def own_candidates(self, examples: list[Example], prefix: str) -> tuple[list[Candidate], bool]:
         """The group's own programs as parameterized candidates, best first.

@@ -93,8 +93,14 @@ def integer_parameters(fn: ast.FunctionDef) -> set[str]:
     return need
 
 
-def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
-    """Template and defaults from ``def solve(x=1.0,  # what x is, unit ...)``."""
+def parse_signature(source: str, function: str = "solve", *, require_defaults: bool = True) -> ProgramSignature:
+    """Template and defaults from ``def solve(x=1.0,  # what x is, unit ...)``.
+
+    ``require_defaults=False`` accepts a parameter without a default (its default reads ``None``, its
+    type number, or integer where the program needs one): the target, asked to generalize, often
+    writes ``def solve(P, r_pct, t)`` although told to give the first example's values, and such a
+    program is as reusable as one with defaults. A build validates it so and then writes the values
+    it validated with into it (:func:`fill_defaults`), so a stored entry always has them."""
     try:
         tree = check_program(source)
     except SandboxViolation as exc:
@@ -114,7 +120,13 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
     values: dict[str, Any] = {}
     for param, default in zip(params, defaults, strict=True):
         if default is None:
-            raise ProgramShapeError(f"parameter {param.arg!r} has no default value")
+            if require_defaults:
+                raise ProgramShapeError(f"parameter {param.arg!r} has no default value")
+            comment = comments.get(param.lineno, "")
+            template.append(Variable(name=param.arg, type="integer" if param.arg in whole else "number",
+                                     description=comment or param.arg.replace("_", " "), unit=_unit(comment)))
+            values[param.arg] = None
+            continue
         try:
             value = ast.literal_eval(default)
         except ValueError:
@@ -122,10 +134,7 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ProgramShapeError(f"default of {param.arg!r} must be a number or string")
         comment = comments.get(param.lineno, "") or comments.get(getattr(default, "end_lineno", 0) or 0, "")
-        unit = ""
-        m = _UNIT_HINT.search(comment.split(" (in the example: ")[0])  # see lifting.EXAMPLE_MARK
-        if m:
-            unit = m.group(1).strip()
+        unit = _unit(comment)
         kind = "string" if isinstance(value, str) else (
             "integer" if isinstance(value, int) and param.arg in whole else "number")
         template.append(Variable(name=param.arg, type=kind, description=comment or param.arg.replace("_", " "),
@@ -134,6 +143,31 @@ def parse_signature(source: str, function: str = "solve") -> ProgramSignature:
     if not template:
         raise ProgramShapeError("solve takes no parameters: nothing to reuse")
     return ProgramSignature(template, values)
+
+
+def _unit(comment: str) -> str:
+    m = _UNIT_HINT.search(comment.split(" (in the example: ")[0])  # see lifting.EXAMPLE_MARK
+    return m.group(1).strip() if m else ""
+
+
+def fill_defaults(source: str, values: dict[str, Any], function: str = "solve") -> str:
+    """``source`` with ``values`` written in as the defaults of the parameters that have none; the
+    rest of the text (the comments that describe each parameter) is kept as it is."""
+    tree = ast.parse(source)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+    args = fn.args
+    defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults) + list(args.kw_defaults)
+    lines = source.splitlines(keepends=True)
+    missing = [p for p, d in zip(args.args + args.kwonlyargs, defaults, strict=True) if d is None]
+    # Right to left, so that an insertion does not move the next one; ast counts columns in UTF-8 bytes.
+    for param in sorted(missing, key=lambda p: (p.end_lineno or p.lineno, p.end_col_offset or 0), reverse=True):
+        if param.arg not in values:
+            raise ProgramShapeError(f"no value for parameter {param.arg!r}")
+        row = (param.end_lineno or param.lineno) - 1
+        raw = lines[row].encode()
+        at = param.end_col_offset or 0
+        lines[row] = (raw[:at] + f"={values[param.arg]!r}".encode() + raw[at:]).decode()
+    return "".join(lines)
 
 
 def answers_match(a: Any, b: Any, rel_tol: float = 1e-3, abs_tol: float = 0.01) -> bool:

@@ -178,7 +178,8 @@ class FakeTarget(FakeBackend):
     retry is fine) | "constant" (a correct answer returned as one number, so nothing to lift) |
     "other" (the sum of the request's numbers: as if it asked for another computation) |
     "raise" (BackendError).
-    ``build_mode`` (generalization calls from a build): "ok" | "broken" | "raise".
+    ``build_mode`` (generalization calls from a build): "ok" | "broken" | "raise" | "no_defaults"
+    (the parameterized program with no default values, as the 1.5B model often writes it).
     """
 
     def __init__(self, mode: str = "ok", build_mode: str = "ok") -> None:
@@ -221,7 +222,10 @@ class FakeTarget(FakeBackend):
         question = first_build_request(messages)
         domain = domain_of(question)
         assert domain is not None, question
-        return f"```python\n{domain.program(numbers_in(question)[:len(domain.params)])}```"
+        program = domain.program(numbers_in(question)[:len(domain.params)])
+        if self.build_mode == "no_defaults":
+            program = re.sub(r"=[^,]+,", ",", program)
+        return f"```python\n{program}```"
 
 
 class FakeSmall(FakeBackend):

@@ -31,6 +31,7 @@ from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError
 from minicache.hit import VerifyConfig
 from minicache.routing import skeleton
 from minicache.store import SQLiteStore
+from minicache.synthesis import parse_signature
 
 
 @dataclass
@@ -410,6 +411,20 @@ def test_unparameterized_miss_programs_are_generalized_by_the_target(make):
     assert rig.target.build_calls == 1
     entry = rig.store.active_entry("default", results[0].group)
     assert entry is not None and entry.validation["source"] == "target-build"
+    hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
+    assert hit.route == "hit" and hit.entry_id == entry.id
+
+
+def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_validated_with(make):
+    """The 1.5B target, asked to generalize, often writes ``def solve(P, r_pct, t)`` with no defaults
+    (all 3 of Formula-v5's generalizations by 225 requests): validated as it is, then stored whole."""
+    rig = make(target=FakeTarget(mode="constant", build_mode="no_defaults"))
+    results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
+    entry = rig.store.active_entry("default", results[0].group)
+    assert entry is not None and entry.validation["source"] == "target-build"
+    defaults = parse_signature(entry.program).defaults  # a whole signature again
+    assert tuple(defaults.values()) in CR_VALUES[:3] and list(defaults) == CURRENT_RATIO.names
+    assert "# current assets, dollars" in entry.program  # the comments that describe the variables are kept
     hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
     assert hit.route == "hit" and hit.entry_id == entry.id
 

@@ -6,9 +6,10 @@ import ast
 
 import pytest
 
+from minicache.errors import ProgramShapeError
 from minicache.extraction import check_types
 from minicache.lifting import lift, own_values, program_inputs
-from minicache.synthesis import integer_parameters, parse_signature
+from minicache.synthesis import fill_defaults, integer_parameters, parse_signature
 
 NPV_TEXT = "A project expects annual cash inflows of $6,000 for 4 years. If the discount rate is 8%, what is the NPV?"
 NPV_PLAIN = """import math
@@ -166,3 +167,25 @@ def test_integer_parameters_are_the_names_python_needs_as_integers(body, integer
     fn = next(node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef))
     assert integer_parameters(fn) & {"x", "k", "digits", "years", "copies"} == integers
     assert {v.name for v in parse_signature(source).template if v.type == "integer"} == integers
+
+
+def test_a_signature_without_defaults_reads_only_when_allowed_and_fills_in_around_its_comments():
+    source = "def solve(P,  # principal, dollars\n          r_pct: float,  # rate, percent\n          t=2):\n" \
+             "    return P * r_pct / 100 * t\n"
+    with pytest.raises(ProgramShapeError, match="no default"):
+        parse_signature(source)
+    loose = parse_signature(source, require_defaults=False)
+    assert loose.defaults == {"P": None, "r_pct": None, "t": 2}
+    assert [(v.name, v.type, v.unit) for v in loose.template] == [
+        ("P", "number", "dollars"), ("r_pct", "number", "percent"), ("t", "number", "")]
+    filled = fill_defaults(source, {"P": 1500, "r_pct": 2.8})
+    assert filled.splitlines()[:2] == ["def solve(P=1500,  # principal, dollars",
+                                       "          r_pct: float=2.8,  # rate, percent"]
+    assert parse_signature(filled).defaults == {"P": 1500, "r_pct": 2.8, "t": 2}
+    with pytest.raises(ProgramShapeError, match="no value for parameter 'P'"):
+        fill_defaults(source, {"r_pct": 2.8})
+
+
+def test_fill_defaults_counts_columns_as_python_does_with_names_outside_ascii():
+    source = "def solve(β, r_m):  # beta, then the market return\n    return β * r_m\n"
+    assert fill_defaults(source, {"β": 1.4, "r_m": 7.5}).startswith("def solve(β=1.4, r_m=7.5):")
