@@ -41,6 +41,9 @@ class SolveResult:
     verified: bool | None = None
     solver_fallback: bool = False
     reused_from: str | None = None
+    # Seconds of this request spent waiting for the compute lock (background builds and audits
+    # within their share, or another request): in the stages' timings already, told apart here.
+    lock_wait_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

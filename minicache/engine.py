@@ -29,7 +29,7 @@ from .hit import HitVerifier, demoted
 from .hit_path import HitPath
 from .miss import MissPath
 from .models.base import ModelBackend
-from .models.compute import CPU_LOCK, mark_background_thread
+from .models.compute import CPU_LOCK, mark_background_thread, thread_waited_s
 from .request import shared_prefix, validate_request
 from .routing import Embedder, Router
 from .sandbox import SandboxPool
@@ -102,7 +102,7 @@ class MiniCache:
         ``mode`` picks the cache: ``"program"`` (parameterized programs), ``"step"`` (StepCache, for
         structured outputs it can verify) or ``"auto"``: StepCache for a request without context that
         it recognises (a linear equation to solve in steps, a JSON object with typed keys), else programs."""
-        began = time.perf_counter()
+        began, waited = time.perf_counter(), thread_waited_s()
         question, context, mode = validate_request(question, context, group, tenant, mode,
                                                    max_question_chars=self.config.max_question_chars,
                                                    max_context_chars=self.config.max_context_chars)
@@ -138,6 +138,7 @@ class MiniCache:
                                                observed_route(result.route, result.fallback_reason) or result.route,
                                                request_cost(result.timings))
         result.timings["total_s"] = time.perf_counter() - began
+        result.lock_wait_s = thread_waited_s() - waited
         return result
 
     def _serve(self, question: str, context: str | None, group: str | None, tenant: str, *, no_cache: bool,

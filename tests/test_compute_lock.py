@@ -242,3 +242,35 @@ def test_a_builds_cost_is_its_wall_time_less_what_it_waited_for_requests(tmp_pat
     assert mc.admission.build.n == before + 1
     assert wall >= 0.2
     assert mc.admission.build.value < 0.1
+
+
+def test_a_request_reports_the_seconds_it_waited_for_the_compute_lock(tmp_path, sandbox):
+    """Formula-v5's hits waited 1-18 s in routing; the rows could not tell the compute lock from
+    anything else. Routing's embedder takes the lock, as the real one does."""
+    from minicache.models.compute import CPU_LOCK
+
+    class LockedEmbedder(HashEmbedder):
+        def embed(self, texts):
+            with CPU_LOCK:
+                return super().embed(texts)
+
+    mc = MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=LockedEmbedder(),
+                   sandbox=sandbox, config=EngineConfig(background_builds=False))
+    try:
+        assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0])).lock_wait_s < 0.1  # nobody holds it
+        holding = threading.Event()
+
+        def other() -> None:  # another computation holding the lock as the request arrives
+            with CPU_LOCK:
+                holding.set()
+                time.sleep(0.3)
+
+        holder = threading.Thread(target=other)
+        holder.start()
+        assert holding.wait(5)
+        result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[1]))
+        holder.join(5)
+    finally:
+        mc.close()
+    assert result.lock_wait_s >= 0.2
+    assert result.timings["route_s"] >= result.lock_wait_s - 0.01  # the wait was routing's
