@@ -21,11 +21,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypedDict
 
 from .admission import Admission, backing_off, record_build_failure, validation_set
+from .align import align, learn_exemplar
 from .answers import check_answer
 from .engine_config import EngineConfig
 from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
 from .events import EventLog
-from .extraction import Extractor
+from .extraction import Extractor, check_types
 from .hit import learn_profile, needs_probation
 from .lifting import lift
 from .models.base import ModelBackend
@@ -52,6 +53,7 @@ class Check:
     got: Any = None
     match: bool = False
     error: str | None = None
+    extraction: str | None = None  # "align" (with the candidate's own example) or the model's mode
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -218,19 +220,31 @@ class Builder:
         return entry
 
     def validate(self, source: str, held: list[Example], origin: Example, prefix: str) -> Validation:
-        """Run the real hit path (extraction by the small model, then the program) on each held
-        example; the candidate passes if enough answers match the ones its examples were served."""
+        """Run the real hit path (extraction, then the program) on each held example; the candidate
+        passes if enough answers match the ones its examples were served.
+
+        Extraction is as on a hit: zero-model alignment first, with an exemplar learned from the
+        example the candidate's defaults are the values of (its origin; docs/hits.md, section 1),
+        then the small model. An alignment that is complete but reads the values wrong fails the
+        check, as the hit it stands for would be wrong. Why not the small model alone: on Formula-v5
+        it swapped values in validation (CPI 300 and 315 read the other way round) and failed builds
+        a hit would have served right by alignment, and each of its extractions costs 1-3 s of a
+        build's compute on two cores."""
         try:
             signature = parse_signature(source, require_defaults=False)  # a target-built one may have none
         except ProgramShapeError as exc:
             return Validation(ok=False, error=f"program shape: {exc}")
         # Candidate choice works only if the values are written in the request: check on the example
         # whose values the program's defaults are.
-        written = candidate_values(strip_prefix(request_text(origin.question, origin.context), prefix))
+        origin_text = strip_prefix(request_text(origin.question, origin.context), prefix)
+        written = candidate_values(origin_text)
         numeric = [v for v in signature.defaults.values() if v is not None and not isinstance(v, str)]
         mode: Literal["choice", "free"] = \
             "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
         needed = min(self.config.validate_min, len(held))
+        exemplar = None
+        if self.config.use_rules and self.config.verify.align and None not in signature.defaults.values():
+            exemplar = learn_exemplar(signature.template, origin_text, signature.defaults)
         checks: list[Check] = []
         validated: list[tuple[str, dict[str, Any]]] = []
         for n, ex in enumerate(held):
@@ -239,12 +253,17 @@ class Builder:
             text = strip_prefix(request_text(ex.question, ex.context), prefix)
             check = Check(example=ex.id, expected=ex.answer)
             try:
-                extraction = self.extractor.by_model(signature.template, text, choice=(mode == "choice"))
-                check.variables = extraction.variables
-                value = check_answer(self.sandbox.run(source, extraction.variables).value)
+                aligned = align(exemplar, text) if exemplar is not None else None
+                if aligned is not None and aligned.complete:
+                    check.extraction, check.variables = "align", check_types(signature.template, aligned.values)
+                else:
+                    check.extraction = mode
+                    check.variables = self.extractor.by_model(signature.template, text,
+                                                              choice=(mode == "choice")).variables
+                value = check_answer(self.sandbox.run(source, check.variables).value)
                 check.got, check.match = value, answers_match(value, ex.answer)
                 if check.match:
-                    validated.append((text, extraction.variables))
+                    validated.append((text, check.variables))
             except (ExtractionError, ProgramError) as exc:
                 check.match, check.error = False, str(exc)
             checks.append(check)

@@ -429,6 +429,23 @@ def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_val
     assert hit.route == "hit" and hit.entry_id == entry.id
 
 
+def test_validation_reads_values_by_alignment_before_asking_the_small_model(make):
+    """As on a hit: the candidate's own example is the exemplar. A small model that reads every value
+    wrong is never asked, and the build passes (on Formula-v5 the 0.5B swapped values in validation)."""
+    rig = make(small=FakeSmall(mode="wrong"))
+    results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    entry = rig.store.active_entry("default", results[0].group)
+    assert entry is not None and rig.small.calls == []
+    hit = ask(rig, SIMPLE_INTEREST, SI_VALUES[3])
+    assert hit.route == "hit" and hit.extraction in ("rule", "align") and rig.small.calls == []
+
+
+def test_without_zero_model_extraction_validation_asks_the_small_model(make):
+    rig = make(small=FakeSmall(mode="wrong"), use_rules=False, admission=AdmissionConfig(enabled=False))
+    results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
+    assert rig.store.active_entry("default", results[0].group) is None and rig.small.calls
+
+
 def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
     # Admission off: with fake models a build never pays (tests/test_admission.py covers admission).
     rig = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
