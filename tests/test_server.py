@@ -257,7 +257,8 @@ def test_native_solve_returns_the_solve_result(rig):
     data = r.json()
     assert set(data) == {"answer", "route", "group", "entry_id", "program", "variables", "timings", "tokens",
                          "similarity", "extraction", "fallback_reason", "answer_text",
-                         "output", "steps", "verified", "solver_fallback", "reused_from"}  # StepCache's, empty here
+                         "output", "steps", "verified", "solver_fallback", "reused_from",  # StepCache's, empty here
+                         "lock_wait_s"}
     assert (data["answer"], data["answer_text"], data["route"], data["group"]) == (1.5, "1.5", "miss", "label:cr")
     assert "def solve(" in data["program"]
     for values in CR_VALUES[1:3]:

@@ -252,6 +252,8 @@ class SolveResponse(BaseModel):
     verified: bool | None = None
     solver_fallback: bool = False
     reused_from: str | None = None
+    lock_wait_s: float = Field(0.0, description="seconds this request waited for the compute lock (other requests' "
+                                                "or a build's model calls)")
 
 
 # -- admin -------------------------------------------------------------------------------------------
