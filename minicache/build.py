@@ -27,7 +27,7 @@ from .engine_config import EngineConfig
 from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
 from .events import EventLog
 from .extraction import Extractor, check_types
-from .hit import learn_profile, needs_probation
+from .hit import learn_profile, needs_probation, probation_reason
 from .lifting import lift
 from .models.base import ModelBackend
 from .models.compute import thread_waited_s
@@ -209,7 +209,8 @@ class Builder:
                                   "profile": learn_profile(template, pairs, [ex.answer for ex in examples],
                                                            self.config.verify.exemplars),
                                   "held": [ex.id for ex in held], "at": time.time(),
-                                  "probation": needs_probation(self.store.counters(tenant), self.config.verify)},
+                                  "probation": probation_reason(self.store.counters(tenant), self.config.verify)
+                                               or False},
                       rules={name: rule.to_json() for name, rule in rules.items()})
         self.store.put_entry(entry)
         if failure:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,17 +80,41 @@ def needs_probation(counters: dict[str, int], config: VerifyConfig) -> bool:
     (``probations`` run, ``probations_failed``, ``builds_ok``): until a few have run; while more than
     ``probation_max_failure`` of them are estimated to fail (Laplace's rule, so two passes out of two
     do not read as certainty); and otherwise for every ``probation_every``-th entry built."""
+    return probation_reason(counters, config) is not None
+
+
+def probation_reason(counters: dict[str, int], config: VerifyConfig) -> str | None:
+    """Why a new entry starts on probation, stored in its ``validation.probation``: ``"sample"`` for
+    every ``probation_every``-th entry built (whatever the record); ``"record"`` while the tenant's
+    record has not shown its entries safe; None when it starts without."""
     if config.probation <= 0:
-        return False
+        return None
+    if config.probation_every > 0 and counters.get("builds_ok", 0) % config.probation_every == 0:
+        return "sample"
+    return "record" if _record_unproven(counters, config) else None
+
+
+def _record_unproven(counters: dict[str, int], config: VerifyConfig) -> bool:
     run, failed = counters.get("probations", 0), counters.get("probations_failed", 0)
-    if run < config.probation_tenant_min or (failed + 1) / (run + 2) > config.probation_max_failure:
-        return True
-    return config.probation_every > 0 and counters.get("builds_ok", 0) % config.probation_every == 0
+    return run < config.probation_tenant_min or (failed + 1) / (run + 2) > config.probation_max_failure
 
 
-def on_probation(entry: Entry, config: VerifyConfig) -> bool:
-    """An entry built on probation that has not yet had ``probation`` agreeing comparisons."""
-    return bool(entry.validation.get("probation")) and entry.audits_agreed < config.probation
+def on_probation(entry: Entry, config: VerifyConfig,
+                 counters: Callable[[], dict[str, int]] | None = None) -> bool:
+    """An entry built on probation that has not yet had ``probation`` agreeing comparisons.
+
+    An entry put on probation only because its tenant's record was not yet established
+    (``"record"``) is released as soon as ``counters()`` (the tenant's record, read only then) shows
+    it established: builds come in bursts. On Formula-v6 the first 10 entries were built before five
+    probations had finished, and 4 or 5 of them first came back after the record was established,
+    each paying a probation miss it no longer asked for (2026-12-03). A sampled entry, or one
+    stored before the reason was (``True``), stays on it."""
+    flag = entry.validation.get("probation")
+    if not flag or entry.audits_agreed >= config.probation:
+        return False
+    if flag == "record" and counters is not None and not _record_unproven(counters(), config):
+        return False
+    return True
 
 
 def demoted(entry: Entry, delta: float, z: float) -> bool:

@@ -45,7 +45,7 @@ class HitPath:
               tenant: str, record: bool = True) -> SolveResult:
         """Verified values, the program, then the answer's plausibility; whatever cannot be shown
         right raises HitRefused. An entry on probation serves none; a demoted one zero-model hits only."""
-        if on_probation(entry, self.config.verify):
+        if on_probation(entry, self.config.verify, lambda: self.store.counters(tenant)):
             raise HitRefused("probation", "a new entry's first hit attempts are answered by the miss path and "
                                           "compared before it serves", shadow=True)
         allow_model = not demoted(entry, self.config.audit_delta, self.config.audit_z)
@@ -104,7 +104,8 @@ class HitPath:
         self.store.bump(tenant, "audits")
         if not agreed:
             self.store.bump(tenant, "audits_disagreed")
-        probation = on_probation(entry, self.config.verify) and agreements - agreed < self.config.verify.probation
+        probation = (on_probation(entry, self.config.verify, lambda: self.store.counters(tenant))
+                     and agreements - agreed < self.config.verify.probation)
         if probation:
             self._probation(tenant, entry, question, agreed, agreements, disagreements)
         elif not agreed and method in ZERO_MODEL_PATHS:

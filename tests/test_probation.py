@@ -38,7 +38,7 @@ def test_a_new_entry_answers_its_first_attempt_by_the_miss_path_then_serves_once
     mc, _ = make()
     _built(mc)
     entry = mc.store.list_entries("default", "active")[0]
-    assert entry.validation["probation"] is True  # a new tenant has no record yet
+    assert entry.validation["probation"] == "sample"  # a tenant's first entry (and every 4th) is probed
     first = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
     assert first.route == "fallback" and "probation" in first.fallback_reason
     assert first.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[3]))
@@ -61,6 +61,36 @@ def test_a_disagreement_on_probation_evicts_the_entry_and_records_the_request_fo
     assert (mc.stats()["probations"], mc.stats()["probations_failed"]) == (1, 1)
     failure = mc.store.group_failure("default", entry.group_id)
     assert failure is not None and any(question in str(r) for r in failure["requests"])
+
+
+def test_an_entry_on_probation_for_want_of_a_record_is_released_once_the_record_is_established(make):
+    mc, _ = make()
+    mc.store.bump("default", "builds_ok")  # not an every-4th entry: probed only because the record is young
+    _built(mc)
+    entry = mc.store.list_entries("default", "active")[0]
+    assert entry.validation["probation"] == "record"
+    mc.store.bump("default", "probations", 5)  # meanwhile five other entries' probations ran and passed
+    hit = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    assert hit.route == "hit" and hit.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[3]))
+    assert mc.stats()["probations"] == 5  # no probation was run for it
+
+
+def test_an_entry_on_probation_for_want_of_a_record_stays_on_it_while_the_record_is_young(make):
+    mc, _ = make()
+    mc.store.bump("default", "builds_ok")
+    _built(mc)
+    mc.store.bump("default", "probations", 4)  # fewer than probation_tenant_min
+    refused = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    assert refused.route == "fallback" and "probation" in refused.fallback_reason
+
+
+def test_a_sampled_entry_stays_on_probation_whatever_the_record(make):
+    mc, _ = make()
+    _built(mc)
+    assert mc.store.list_entries("default", "active")[0].validation["probation"] == "sample"
+    mc.store.bump("default", "probations", 5)
+    refused = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]))
+    assert refused.route == "fallback" and "probation" in refused.fallback_reason
 
 
 def test_probation_off_serves_the_first_attempt(make):
