@@ -50,8 +50,8 @@ def repair_indentation(code: str) -> str:
                 levels.pop()
             line = " " * indent + body
         depth, in_string, continued, ends_colon = _scan(line, depth, in_string)
-        if statement_start and body and not body.startswith("#"):
-            opens_block = ends_colon
+        if body and not body.startswith("#") and depth == 0 and not in_string and not continued:
+            opens_block = ends_colon  # where a logical line ends: a multi-line `def f(a,\n b):` opens one
         out.append(line)
     repaired = "\n".join(out)
     try:

@@ -42,6 +42,13 @@ def test_continuation_lines_and_triple_quoted_text_keep_their_indentation():
     assert run_untrusted(repaired) == 10
 
 
+def test_a_signature_over_several_lines_opens_its_block_where_it_ends():
+    code = "def solve(\n    a=2,  # the first value\n    b=3,\n):\n    c = a * b\n   return c\n"
+    repaired = repair_indentation(code)
+    assert repaired.split("\n")[5] == "    return c"
+    assert run_untrusted(repaired) == 6
+
+
 def test_indentation_the_snap_cannot_fix_and_other_syntax_errors_are_left_for_the_gate():
     missing_block = "def solve():\nreturn 1\n"
     assert repair_indentation(missing_block) == missing_block
