@@ -460,10 +460,11 @@ def test_a_reader_never_sees_a_half_superseded_group(backend):
     """While one replica replaces a group's active entry over and over, another always sees exactly one."""
     writer, reader = backend.open(), backend.open()
     writer.put_entry(entry())
-    stop = threading.Event()
+    stop, reading = threading.Event(), threading.Event()
     seen: list[int] = []
 
     def write():
+        reading.wait(10)  # the writes start once the reader reads: else they may all finish before its first read
         try:
             for _ in range(40):
                 writer.put_entry(entry())
@@ -471,8 +472,11 @@ def test_a_reader_never_sees_a_half_superseded_group(backend):
             stop.set()
 
     def read():
-        while not stop.is_set():
+        while True:
             seen.append(len(reader.list_entries("default", "active")))
+            reading.set()
+            if stop.is_set():
+                break
 
     run_threads(lambda f: f(), [(write,), (read,)])
     assert seen and set(seen) == {1}
