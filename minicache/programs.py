@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import re
+
+from .sandbox import parse_source
 
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _STRING = re.compile(r"'''|\"\"\"|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"")
@@ -29,7 +30,7 @@ def repair_indentation(code: str) -> str:
     came, so the sandbox's gate reports the model's own text. Lines inside brackets, after a
     backslash or inside a triple-quoted string keep their indentation (it means nothing there)."""
     try:
-        ast.parse(code)
+        parse_source(code)  # one thread at a time, as the sandbox's gate parses (CPython 3.11's AST bug)
         return code
     except IndentationError:  # TabError included
         pass
@@ -55,7 +56,7 @@ def repair_indentation(code: str) -> str:
         out.append(line)
     repaired = "\n".join(out)
     try:
-        ast.parse(repaired)
+        parse_source(repaired)
     except (SyntaxError, ValueError):
         return code
     return repaired

@@ -23,7 +23,7 @@ from typing import Any
 from .errors import ProgramShapeError  # re-exported
 from .models.base import GenerationOptions, Message
 from .programs import extract_code
-from .sandbox import SandboxViolation, check_program
+from .sandbox import SandboxViolation, check_program, parse_source
 from .store.base import Example, Variable
 
 _UNIT_HINT = re.compile(r",\s*([^,]{1,30})$")
@@ -153,7 +153,7 @@ def _unit(comment: str) -> str:
 def fill_defaults(source: str, values: dict[str, Any], function: str = "solve") -> str:
     """``source`` with ``values`` written in as the defaults of the parameters that have none; the
     rest of the text (the comments that describe each parameter) is kept as it is."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
     args = fn.args
     defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults) + list(args.kw_defaults)
