@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .blas import one_blas_thread
 from .route_partition import PROBES, GroupPartition
 from .store.base import RoutingRow, Store
 
@@ -299,7 +300,7 @@ class RouteIndex:
 
     def nearest(self, tenant: str, vector: np.ndarray) -> tuple[str | None, float]:
         index = self.tenant(tenant)
-        with self._lock:
+        with self._lock, one_blas_thread():  # a product over many rows would leave OpenBLAS spinning
             return index.nearest(vector)
 
     def _change(self, tenant: str, change: Callable[[TenantIndex], object]) -> None:
