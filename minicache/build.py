@@ -2,17 +2,17 @@
 
 A build (under the group's lease in the store, so two replicas never build one group at once)
 takes the group's own miss programs, lifted into ``solve(**variables)`` candidates without a model
-(:mod:`minicache.lifting`), ranks them by model-free agreement with the group's other examples, and
+and ranked by model-free agreement with the group's other examples (:mod:`minicache.candidates`), and
 trusts one only after the real hit path (extraction, then the program) reproduces enough held
 examples (:meth:`Builder.validate`). Failing those, the target writes a generalized program
-(:func:`minicache.synthesis.generalize`). :class:`BuildQueue` decides when a group is built and
+(:func:`minicache.synthesis.generalize`), if another example backs one of the group's own programs
+or none could be lifted (``NO_SHARED_COMPUTATION``). :class:`BuildQueue` decides when a group is built and
 runs builds in the background; what a failed build failed on is recorded for the next one
 (:mod:`minicache.admission`).
 """
 
 from __future__ import annotations
 
-import ast
 import logging
 import threading
 import time
@@ -23,24 +23,32 @@ from typing import Any, Literal, TypedDict
 from .admission import Admission, backing_off, record_build_failure, validation_set
 from .align import align, learn_exemplar
 from .answers import check_answer
+from .candidates import Candidate, own_candidates
 from .engine_config import EngineConfig
 from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
 from .events import EventLog
 from .extraction import Extractor, check_types
 from .hit import learn_profile, needs_probation, probation_reason
-from .lifting import lift
 from .models.base import ModelBackend
 from .models.compute import thread_waited_s
 from .numbers import candidate_values
 from .request import request_text, shared_prefix, strip_prefix
 from .rules import learn_rules
-from .sandbox import SandboxPool, parse_source
+from .sandbox import SandboxPool
 from .store import Entry, Example, Store, Variable, new_id
 from .synthesis import answers_match, fill_defaults, generalize, parse_signature
 
 log = logging.getLogger(__name__)
 
-Source = Literal["lifted", "miss-program", "target-build"]
+# Why a build did not ask the target to generalize. Every own program it lifted answered only its
+# own example, with the model-free comparison and through the hit path: nothing shows the examples
+# are one computation, and a generalization of several is expected to fail. It is the build's dear
+# step (55-66 s of compute on the 2-core VM), and none asked so ever made an entry in the committed
+# runs (Formula v3-v6, SVAMP, no-repetition: every entry was lifted). In no-repetition-v3, routing
+# grouped six different TAT-QA derivations; the target's attempt took 58.5 s and failed, and the
+# requests it overlapped waited 22 s for it.
+NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, so the examples may be "
+                         "different computations")
 
 
 @dataclass
@@ -85,31 +93,6 @@ class Attempt(TypedDict, total=False):
     agreements: int
 
 
-@dataclass
-class Candidate:
-    """A program a build may turn into an entry, and where its defaults (one request's values) came from."""
-
-    kind: Source  # "lifted" (a plain miss program, lifted) | "miss-program" (already parameterized) | "target-build"
-    source: str
-    origin: Example
-    score: int = 0  # model-free agreements minus disagreements with the group's other examples
-    checked: int = 0  # examples (its own included) whose own program could be compared with it
-    agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (request text, values) that agreed
-
-
-def without_defaults(source: str) -> str:
-    """``source`` without comments and with ``solve``'s defaults blanked. Candidates that differ only
-    there compute the same on every example compared (each gets a value for every parameter), so a
-    build runs one of them per example, not each of them: with each example's lifted program its own
-    candidate, comparing all of them made a build quadratic in sandbox runs (tests/test_server_load.py)."""
-    tree = parse_source(source)
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "solve":
-            node.args.defaults = [ast.Constant(None) for _ in node.args.defaults]
-            node.args.kw_defaults = [None if d is None else ast.Constant(None) for d in node.args.kw_defaults]
-    return ast.unparse(tree)
-
-
 class Builder:
     """Builds one group at a time: candidates, validation, the entry (or the recorded failure)."""
 
@@ -144,16 +127,23 @@ class Builder:
         # Values that vary cannot be in the boilerplate every request of the group starts with.
         prefix = shared_prefix([request_text(ex.question, ex.context) for ex in held])
         newest = examples[max(len(examples) - self.config.build_compare, 0):]  # oldest first in the store
-        candidates, split = self.own_candidates(newest, prefix)
+        candidates, split = own_candidates(newest, prefix, self.sandbox, self.config.build_candidates)
         feedback = failure.get("feedback") if failure else None
         attempts: list[Attempt] = []
         failed_checks: list[Check] = []
         no_majority = not candidates and split
         if no_majority:  # the group's own programs contradict each other: nothing to cache yet
             attempts.append({"source": "agreement", "ok": False, "error": "no program has a majority of the examples"})
+        # Whether another example backs an own program (NO_SHARED_COMPUTATION). Until an own program
+        # has been tried, none could be lifted, and the target is the way to one.
+        own_tried = False
+        shared = any(c.checked >= 2 for c in candidates)  # kept with 2+ checked: another example agreed
         while not no_majority:
             if candidates:
                 cand = candidates.pop(0)
+            elif own_tried and not shared:
+                attempts.append({"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION})
+                break
             elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
                 try:
                     source, used = generalize(self.target, held, feedback)
@@ -165,6 +155,9 @@ class Builder:
             else:
                 break
             record = self.validate(cand.source, held, cand.origin, prefix)
+            if cand.kind != "target-build":
+                own_tried = True
+                shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
             if record.ok and not must <= {c.example for c in record.checks if c.match}:
                 record.ok, record.error = False, "it fails a request the group failed on before"
             if record.ok and None in record.defaults.values():
@@ -272,60 +265,6 @@ class Builder:
         return Validation(ok=passed >= needed, template=signature.template, extraction=mode, checks=checks,
                           validated=validated, passed=passed, of=len(held), shared_prefix=prefix,
                           defaults=signature.defaults)
-
-    def own_candidates(self, examples: list[Example], prefix: str) -> tuple[list[Candidate], bool]:
-        """The group's own programs as parameterized candidates, best first.
-
-        Each example's program is lifted against its own request (see :mod:`minicache.lifting`). A
-        candidate is then checked against the other examples without any model: where an example's
-        own program lifts to the same parameters, running the candidate on that example's values must
-        give its answer. Only a candidate a majority of the examples it could be compared with agree
-        with is kept (one example's mistake must not become every later request's), ranked by
-        agreements minus disagreements (the newest first among equals); the agreeing (request,
-        values) pairs later help learn extraction rules. Also returns whether the programs were
-        compared and none has a majority (the group's examples disagree: nothing to cache yet)."""
-        texts = {ex.id: strip_prefix(request_text(ex.question, ex.context), prefix) for ex in examples}
-        found: list[Candidate] = []
-        # Each example's own values, lifted once here: lifting per (candidate, example) pair made a
-        # build quadratic in lifts, and queued builds of busy groups took minutes (tests/test_server_load.py).
-        inputs: dict[str, dict[str, Any]] = {}
-        shapes: set[str] = set()
-        for ex in reversed(examples):
-            kind: Source
-            try:
-                inputs[ex.id] = parse_signature(ex.program).defaults
-                kind, source = "miss-program", ex.program
-            except ProgramShapeError:
-                lifted = lift(ex.program, texts[ex.id])
-                inputs[ex.id] = lifted.defaults if lifted else {}
-                if lifted is None:
-                    continue
-                kind, source = "lifted", lifted.program
-            shape = without_defaults(source)
-            if shape not in shapes:  # one candidate per function: the newest example's defaults
-                shapes.add(shape)
-                found.append(Candidate(kind, source, ex))
-        for cand in found:
-            defaults = parse_signature(cand.source).defaults
-            for ex in examples:
-                own = inputs[ex.id]  # as lifting.own_values: only under the same parameter names
-                values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) else None
-                if values is None:
-                    continue
-                try:
-                    agrees = answers_match(check_answer(self.sandbox.run(cand.source, values).value), ex.answer)
-                except ProgramError:
-                    agrees = False
-                cand.score += 1 if agrees else -1
-                cand.checked += 1
-                if agrees:
-                    cand.agreed.append((texts[ex.id], values))
-        found.sort(key=lambda c: -c.score)
-        # agreements = (score + checked) / 2 must be more than half of checked, i.e. score > 0
-        kept = [c for c in found if c.score > 0]
-        split = not kept and any(c.checked >= 2 for c in found)  # compared with each other, and no majority
-        return kept[: self.config.build_candidates], split
-
 
 class BuildQueue:
     """When a group is built (enough examples, not backing off, admitted) and where: on the shared

@@ -25,8 +25,12 @@ from fakes import (
     FakeTarget,
     HashEmbedder,
     cosine,
+    numbers_in,
+    request_of,
 )
+from minicache import build as build_module
 from minicache.admission import AdmissionConfig
+from minicache.build import NO_SHARED_COMPUTATION
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
 from minicache.hit import VerifyConfig
 from minicache.routing import skeleton
@@ -352,13 +356,13 @@ def test_a_build_compares_only_the_newest_build_compare_examples(make, monkeypat
     (failing builds, back-off) must not make each build quadratically slower."""
     rig = make(build_after=6, build_compare=4)
     seen: list[list[str]] = []
-    own = rig.mc.builder.own_candidates
+    own = build_module.own_candidates
 
-    def recording(examples, prefix):
+    def recording(examples, prefix, sandbox, limit):
         seen.append([ex.id for ex in examples])
-        return own(examples, prefix)
+        return own(examples, prefix, sandbox, limit)
 
-    monkeypatch.setattr(rig.mc.builder, "own_candidates", recording)
+    monkeypatch.setattr(build_module, "own_candidates", recording)
     results = warm(rig, CURRENT_RATIO, CR_VALUES[:6])
     stored = [ex.id for ex in rig.store.examples("default", results[0].group)]
     assert len(stored) == 6 and seen == [stored[-4:]]  # the newest four, oldest first
@@ -413,6 +417,53 @@ def test_unparameterized_miss_programs_are_generalized_by_the_target(make):
     assert entry is not None and entry.validation["source"] == "target-build"
     hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
     assert hit.route == "hit" and hit.entry_id == entry.id
+
+
+class VaryingTarget(FakeTarget):
+    """Writes each current-ratio request's program with its own variable names and, per ``ops``,
+    its own operation: requests routed into one group that are different computations (as routing
+    put six TAT-QA derivations into one group in no-repetition-v3)."""
+
+    def __init__(self, ops: list[str]) -> None:
+        super().__init__()
+        self.ops, self.seen = ops, []
+
+    def _miss(self, messages):
+        question = request_of(messages)
+        if question not in self.seen:
+            self.seen.append(question)
+        k = self.seen.index(question)
+        a, b = numbers_in(question)[:2]
+        program = (f"def solve():\n    first_{k} = {a!r}\n    second_{k} = {b!r}\n"
+                   f"    return first_{k} {self.ops[k]} second_{k}\n")
+        return f"```python\n{program}```"
+
+
+def test_a_group_of_different_computations_is_not_generalized_by_the_target(make):
+    """Each example's own program answers only its own example: the target is not asked (its attempt
+    is the build's dearest step and is expected to fail), and the failure says why."""
+    rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False))
+    for values in CR_VALUES[:3]:
+        rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
+    rig.mc.wait_for_builds()
+    group = rig.store.get_group("default", "label:mixed")
+    assert rig.target.build_calls == 0
+    assert rig.store.active_entry("default", group.id) is None and group.build_failures == 1
+    attempts = rig.store.group_failure("default", group.id)["attempts"]
+    assert [a["source"] for a in attempts[:-1]] and all(a["source"] == "lifted" for a in attempts[:-1])
+    assert attempts[-1] == {"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION}
+
+
+def test_a_group_where_another_example_backs_an_own_program_still_asks_the_target(make):
+    """Two of three examples are one computation under other names: the lifted program reproduces
+    both but not the third, so validation (all three required here) fails and the target is asked."""
+    rig = make(target=VaryingTarget(["/", "/", "-"]), admission=AdmissionConfig(enabled=False), validate_min=3)
+    for values in CR_VALUES[:3]:
+        rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
+    rig.mc.wait_for_builds()
+    assert rig.target.build_calls == 1
+    attempts = rig.store.group_failure("default", "label:mixed")["attempts"]
+    assert attempts[-1]["source"] == "target-build" and attempts[-1]["error"] != NO_SHARED_COMPUTATION
 
 
 def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_validated_with(make):
