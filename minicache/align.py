@@ -95,12 +95,23 @@ def positions(text: str) -> list[Position]:
     return sorted(found.values(), key=lambda p: p.start)
 
 
+def stem(word: str) -> str:
+    """A word's first five letters; a symbol (``r_p``, ``σ_p``) whole: it names one variable exactly."""
+    return word if "_" in word else word[:5]
+
+
 def stems(words: list[str]) -> list[str]:
-    return [w[:5] for w in words if len(w) >= 3 and w not in _STOP]
+    return [stem(w) for w in words if (len(w) >= 3 or "_" in w) and w not in _STOP]
 
 
 _SEPARATORS = {",", ";", ".", ":", "!", "?", "and", "while", "whereas", "but", "with", "against", "versus"}
-_TOKEN = re.compile(r"[a-z]+|[,;.:!?]")
+# Words, and symbols written with an underscore, in any script ("(R_p)", "(σ_p)": a request that names
+# its variables so says which number is which, where the words around two numbers are alike).
+_TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
+
+
+def _is_word(token: str) -> bool:
+    return token[0].isalpha()
 
 
 def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, int]]]:
@@ -117,10 +128,10 @@ def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, in
         tokens = _TOKEN.findall(gap)
         if i:  # the part before the first separator belongs to the previous number
             cut = next((k for k, t in enumerate(tokens) if t in _SEPARATORS), None)
-            after_prev = [t for t in (tokens[:cut] if cut is not None else []) if t.isalpha()][:AFTER]
+            after_prev = [t for t in (tokens[:cut] if cut is not None else []) if _is_word(t)][:AFTER]
             out[pos[i - 1].start] += [(w, AFTER + 1 - d) for d, w in enumerate(after_prev, start=1)]
             tokens = tokens[cut + 1:] if cut is not None else tokens
-        before = [t for t in tokens if t.isalpha()][::-1][:BEFORE]
+        before = [t for t in tokens if _is_word(t)][::-1][:BEFORE]
         out[p.start] += [(w, BEFORE + 1 - d) for d, w in enumerate(before, start=1)]
     if pos:  # the last number's words after it, up to a separator
         tail = _TOKEN.findall(text[pos[-1].end:pos[-1].end + 60].lower())
@@ -132,7 +143,7 @@ def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, in
 def cue_score(words: list[tuple[str, int]], cues: set[str], weights: dict[str, float] | None = None) -> float:
     """How well a number's describing words match ``cues``: each matching content word adds its
     nearness weight, times the cue's weight (1 unless given)."""
-    return sum(near * (weights or {}).get(w[:5], 1.0) for w, near in words if w not in _STOP and w[:5] in cues)
+    return sum(near * (weights or {}).get(stem(w), 1.0) for w, near in words if w not in _STOP and stem(w) in cues)
 
 
 def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) -> dict[str, Any] | None:

@@ -328,6 +328,23 @@ def test_words_after_a_number_describe_it_up_to_a_separator():
     assert align(exemplar, scaled).values == {"total_liabilities": 800000, "shareholders_equity": 1200000}
 
 
+SHARPE = [Variable("R_p_pct"), Variable("R_f_pct"), Variable("σ_p_pct")]
+
+
+def test_symbols_the_request_writes_say_which_number_is_which():
+    """Formula-v6's one wrong hit (formula-train-640): "return" and "portfolio" describe both the
+    portfolio's return and the standard deviation of its excess return, and alignment swapped them.
+    The symbols each request writes beside its values, ``(R_p)`` and ``(σ_p)``, are cues too."""
+    exemplar = learn_exemplar(SHARPE, "Evaluate the Sharpe Ratio for a portfolio with a return of 5.5% (R_p), a "
+                                      "risk-free rate of 1.2% (R_f), and a standard deviation of the portfolio’s "
+                                      "performance (σ_p) of 9%.", {"R_p_pct": 5.5, "R_f_pct": 1.2, "σ_p_pct": 9})
+    assert exemplar is not None and "σ_p" in exemplar["slots"]["σ_p_pct"]["cues"]
+    text = ("If the return of a portfolio (R_p) was 8% and the risk-free rate (R_f) was 2%, and the standard "
+            "deviation of the portfolio's excess return (σ_p) was 10%, calculate the Sharpe Ratio.")
+    found = align(exemplar, text)
+    assert found.complete and found.values == {"R_p_pct": 8, "R_f_pct": 2, "σ_p_pct": 10}
+
+
 def test_alignment_refuses_a_leftover_number_and_ties():
     exemplar = learn_exemplar(CR_TEMPLATE, CURRENT_RATIO.ask(45000, 30000),
                               {"current_assets": 45000, "current_liabilities": 30000})
