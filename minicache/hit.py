@@ -12,7 +12,8 @@ story, with the reasons, is docs/hits.md):
    number must not point to another variable, and the decoder's margin (log-probability gap to the
    runner-up) must be large enough where the backend reports it.
 3. **Plausibility against the group's examples** (every path): each value in the sign, magnitude and
-   written form (percent or not) the examples show; the answer in their sign and magnitude.
+   written form (percent or not) the examples show, and written in the request where the examples
+   wrote it; the answer in their sign and magnitude.
 4. **Audits** (:func:`wilson_upper`): a sampled share of hits is also answered by the miss path; an
    entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen hit until
    agreeing audits bring the bound back under delta.
@@ -172,7 +173,8 @@ def _outside(value: float, seen: list[float], factor: float) -> str | None:
 
 def check_values(profile: dict[str, Any], template: list[Variable], values: dict[str, Any], text: str,
                  factor: float) -> None:
-    """Each value in the sign, magnitude and written form (percent or not) of the group's examples."""
+    """Each value in the sign, magnitude and written form (percent or not) of the group's examples, and
+    written in the request when it was written in theirs."""
     pos = positions(text)
     for var in template:
         v = values.get(var.name)
@@ -183,6 +185,11 @@ def check_values(profile: dict[str, Any], template: list[Variable], values: dict
             raise HitRefused("range", f"{var.name}: {why}")
         seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
         here = {p.kind for p in pos if v in p.values()}
+        if seen_kinds and not here:
+            # Only the small model can give a number the request does not write. On WebShop-v2 it gave
+            # max_price 140 (an entry's default) to requests with no price, twice: both wrong hits.
+            raise HitRefused("unwritten", f"{var.name} was written in the examples' requests; {v} is not "
+                                          "written in this one")
         if seen_kinds and here:
             if seen_kinds == {"pct"} and "pct" not in here:
                 raise HitRefused("unit", f"{var.name} was a percentage in every example; {v} is not written as one")

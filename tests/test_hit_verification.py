@@ -287,6 +287,22 @@ def test_a_percentage_where_the_examples_had_none_is_refused():
         HitVerifier(Extractor(small)).extract(entry, text)
 
 
+def test_a_model_chosen_number_the_request_does_not_write_is_refused():
+    """WebShop-v2's two wrong free-decoding hits: requests with no price, to which the small model gave
+    an entry's default price. The examples wrote every value, so a value not written is a guess."""
+    entry = cr_entry(exemplars=False)
+    entry.validation["extraction"] = "free"
+    text = "What is the current ratio if current assets are $64,000 and current liabilities are unchanged?"
+    small = MarginSmall({"current_assets": 64000, "current_liabilities": 30000})  # 30,000: the entry's default
+    with pytest.raises(HitRefused, match="current_liabilities was written in the examples' requests") as refused:
+        HitVerifier(Extractor(small)).extract(entry, text)
+    assert refused.value.check == "unwritten"
+    written = "What is the current ratio if current assets are $64,000 and current liabilities are $32,000?"
+    found = HitVerifier(Extractor(MarginSmall({"current_assets": 64000, "current_liabilities": 32000}))).extract(
+        entry, written)
+    assert found.variables == {"current_assets": 64000, "current_liabilities": 32000}
+
+
 def test_an_answer_of_another_sign_or_scale_than_the_groups_is_refused():
     verifier = HitVerifier(Extractor(MarginSmall({})))
     entry = cr_entry()  # answers 1.5, 1.5, 2.25
