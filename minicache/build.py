@@ -154,7 +154,9 @@ class Builder:
                 cand = Candidate("target-build", source, held[0])  # its defaults: the first example's values
             else:
                 break
-            record = self.validate(cand.source, held, cand.origin, prefix)
+            # An own program no other example's program agreed with must pass every held example.
+            record = self.validate(cand.source, held, cand.origin, prefix,
+                                   backed=cand.kind == "target-build" or cand.checked >= 2)
             if cand.kind != "target-build":
                 own_tried = True
                 shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
@@ -213,7 +215,8 @@ class Builder:
                             "source": cand.kind, "rules": len(rules)})
         return entry
 
-    def validate(self, source: str, held: list[Example], origin: Example, prefix: str) -> Validation:
+    def validate(self, source: str, held: list[Example], origin: Example, prefix: str,
+                 backed: bool = True) -> Validation:
         """Run the real hit path (extraction, then the program) on each held example; the candidate
         passes if enough answers match the ones its examples were served.
 
@@ -223,7 +226,16 @@ class Builder:
         check, as the hit it stands for would be wrong. Why not the small model alone: on Formula-v5
         it swapped values in validation (CPI 300 and 315 read the other way round) and failed builds
         a hit would have served right by alignment, and each of its extractions costs 1-3 s of a
-        build's compute on two cores."""
+        build's compute on two cores (4-8 s over TAT-QA's tables).
+
+        How many must match: ``validate_min`` of the held examples when something other than the
+        model backs the candidate (``backed``: another example's own program agreed with it, or the
+        target wrote it from the held examples), or when a complete alignment reproduces an example
+        other than its origin. Otherwise every held example must match, so the model-free checks
+        run first and the first failed model check ends the validation. Why: in tatqa-v2 (2026-12-03)
+        each failed build validated two such candidates, programs over one table's line items
+        that the small model then read off other tables' wrong rows, and spent 20-25 s of compute
+        on four extractions that could not have made an entry trusted on its own example alone."""
         try:
             signature = parse_signature(source, require_defaults=False)  # a target-built one may have none
         except ProgramShapeError as exc:
@@ -235,20 +247,28 @@ class Builder:
         numeric = [v for v in signature.defaults.values() if v is not None and not isinstance(v, str)]
         mode: Literal["choice", "free"] = \
             "choice" if self.config.use_choice and all(v in written for v in numeric) else "free"
-        needed = min(self.config.validate_min, len(held))
         exemplar = None
         if self.config.use_rules and self.config.verify.align and None not in signature.defaults.values():
             exemplar = learn_exemplar(signature.template, origin_text, signature.defaults)
+        # Each held example with its alignment, the complete ones (no model) first.
+        planned = []
+        for ex in held:
+            text = strip_prefix(request_text(ex.question, ex.context), prefix)
+            aligned = align(exemplar, text) if exemplar is not None else None
+            planned.append((ex, text, aligned if aligned is not None and aligned.complete else None))
+        planned.sort(key=lambda p: p[2] is None)
+
+        def needed() -> int:
+            return min(self.config.validate_min, len(held)) if backed else len(held)
+
         checks: list[Check] = []
         validated: list[tuple[str, dict[str, Any]]] = []
-        for n, ex in enumerate(held):
-            if sum(c.match for c in checks) + (len(held) - n) < needed:
+        for n, (ex, text, aligned) in enumerate(planned):
+            if sum(c.match for c in checks) + (len(planned) - n) < needed():
                 break  # cannot reach the required matches any more
-            text = strip_prefix(request_text(ex.question, ex.context), prefix)
             check = Check(example=ex.id, expected=ex.answer)
             try:
-                aligned = align(exemplar, text) if exemplar is not None else None
-                if aligned is not None and aligned.complete:
+                if aligned is not None:
                     check.extraction, check.variables = "align", check_types(signature.template, aligned.values)
                 else:
                     check.extraction = mode
@@ -258,11 +278,12 @@ class Builder:
                 check.got, check.match = value, answers_match(value, ex.answer)
                 if check.match:
                     validated.append((text, check.variables))
+                    backed = backed or (aligned is not None and ex.id != origin.id)
             except (ExtractionError, ProgramError) as exc:
                 check.match, check.error = False, str(exc)
             checks.append(check)
         passed = sum(c.match for c in checks)
-        return Validation(ok=passed >= needed, template=signature.template, extraction=mode, checks=checks,
+        return Validation(ok=passed >= needed(), template=signature.template, extraction=mode, checks=checks,
                           validated=validated, passed=passed, of=len(held), shared_prefix=prefix,
                           defaults=signature.defaults)
 

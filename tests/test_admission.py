@@ -153,9 +153,9 @@ def held_questions(mc: MiniCache) -> list[list[str]]:
     seen: list[list[str]] = []
     validate = mc.builder.validate
 
-    def spy(source, held, origin, prefix):
+    def spy(source, held, origin, prefix, **options):
         seen.append([ex.question for ex in held])
-        return validate(source, held, origin, prefix)
+        return validate(source, held, origin, prefix, **options)
 
     mc.builder.validate = spy  # type: ignore[method-assign]
     return seen

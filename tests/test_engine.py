@@ -466,6 +466,35 @@ def test_a_group_where_another_example_backs_an_own_program_still_asks_the_targe
     assert attempts[-1]["source"] == "target-build" and attempts[-1]["error"] != NO_SHARED_COMPUTATION
 
 
+def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_check(make):
+    """Three different computations, checked by the small model (no alignment): each lifted program
+    answers only its own example, so it must pass every held example, and the first wrong answer
+    ends its validation. Before, each spent a second extraction to reach 2 of 3 failures (TAT-QA's
+    failed builds: four extractions, 20-25 s)."""
+    rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    for values in CR_VALUES[:3]:  # misses; the third builds the group inline
+        rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
+    rig.mc.wait_for_builds()
+    failure = rig.store.group_failure("default", "label:mixed")
+    lifted = [a for a in failure["attempts"] if a["source"] == "lifted"]
+    assert len(lifted) == 2 and not any(a["ok"] for a in lifted)
+    assert len(rig.small.calls) == len(lifted)  # one model check per candidate, and no other extraction
+    assert [c["example"] for c in failure["checks"]] == [failure["examples"][0]] * 2
+
+
+def test_an_own_program_no_other_example_backs_is_trusted_when_every_held_example_passes(make):
+    """One computation written under other names by each example: the programs cannot be compared
+    without a model, and the newest one is trusted after the small model's values reproduce all
+    three held examples."""
+    rig = make(target=VaryingTarget(["/", "/", "/"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    for values in CR_VALUES[:3]:
+        rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
+    rig.mc.wait_for_builds()
+    entry = rig.store.active_entry("default", "label:mixed")
+    assert entry is not None and entry.validation["passed"] == entry.validation["of"] == 3
+    assert entry.validation["attempts"][0]["agreements"] == 1  # only its own example backed it
+
+
 def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_validated_with(make):
     """The 1.5B target, asked to generalize, often writes ``def solve(P, r_pct, t)`` with no defaults
     (all 3 of Formula-v5's generalizations by 225 requests): validated as it is, then stored whole."""
