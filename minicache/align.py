@@ -64,7 +64,10 @@ class Position:
 
 
 def number_kind(text: str, cand: Candidate) -> str:
-    """What sort of number this is, from how it is written: pct | money | unit:<unit> | word:<word> | plain."""
+    """What sort of number this is, from how it is written: pct | money | unit:<unit> | word:<word> | plain.
+
+    A number with letters glued to it ("1tb", "32gb", "4g") is a size or a model name: ``unit:`` those
+    letters, whatever they are. Read as plain, the 1 of "1tb" passed for WebShop's price."""
     written = cand.text.lower()
     if "%" in written or "percent" in written:
         return "pct"
@@ -80,6 +83,8 @@ def number_kind(text: str, cand: Candidate) -> str:
         singular = word[:-1] if word.endswith("s") else word
         if singular in _UNITS:
             return f"unit:{singular}"
+        if text[cand.end:cand.end + 1].isalpha():
+            return f"unit:{word}"
     return "plain"
 
 

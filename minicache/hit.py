@@ -193,6 +193,11 @@ def check_values(profile: dict[str, Any], template: list[Variable], values: dict
         if seen_kinds and here:
             if seen_kinds == {"pct"} and "pct" not in here:
                 raise HitRefused("unit", f"{var.name} was a percentage in every example; {v} is not written as one")
+            if seen_kinds == {"money"} and all(k.startswith(("unit:", "word:")) for k in here):
+                # Written plainly ("assets 64,000") it may still be the amount; with a unit it is not.
+                # WebShop-v2's one wrong choice hit gave max_price ($ in every example) the 1 of "1tb".
+                raise HitRefused("unit", f"{var.name} was a money amount in every example; {v} is written "
+                                         f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}")
             if "pct" not in seen_kinds and here == {"pct"}:
                 raise HitRefused("unit", f"{var.name} was never a percentage in the examples; {v} is written as one")
 

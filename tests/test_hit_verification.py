@@ -287,6 +287,26 @@ def test_a_percentage_where_the_examples_had_none_is_refused():
         HitVerifier(Extractor(small)).extract(entry, text)
 
 
+def test_a_money_variable_given_a_number_written_otherwise_is_refused():
+    """WebShop-v2's one wrong choice hit: max_price, a dollar amount in every example, took the 1 of
+    "1tb". A number the request writes with a unit (a count, a size) is not the amount asked for;
+    one written plainly may be."""
+    entry = cr_entry(exemplars=False)
+    assert entry.validation["profile"]["kinds"]["current_liabilities"] == ["money"]
+    text = ("What is the current ratio if current assets are $64,000 and current liabilities are $32,000, "
+            "for a firm of 40000 employees with 20000tb of storage?")
+    for wrong in (40000, 20000):
+        small = MarginSmall({"current_assets": 64000, "current_liabilities": wrong})
+        with pytest.raises(HitRefused, match="current_liabilities was a money amount in every example") as refused:
+            HitVerifier(Extractor(small)).extract(entry, text)
+        assert refused.value.check == "unit"
+    plain = "What is the current ratio if current assets are 64,000 and current liabilities are 32,000?"
+    small = MarginSmall({"current_assets": 64000, "current_liabilities": 32000})
+    assert HitVerifier(Extractor(small)).extract(entry, plain).variables["current_liabilities"] == 32000
+    right = MarginSmall({"current_assets": 64000, "current_liabilities": 32000})
+    assert HitVerifier(Extractor(right)).extract(entry, text).variables["current_liabilities"] == 32000
+
+
 def test_a_model_chosen_number_the_request_does_not_write_is_refused():
     """WebShop-v2's two wrong free-decoding hits: requests with no price, to which the small model gave
     an entry's default price. The examples wrote every value, so a value not written is a guess."""
@@ -317,10 +337,10 @@ def test_an_answer_of_another_sign_or_scale_than_the_groups_is_refused():
 
 
 def test_number_kinds_follow_how_the_number_is_written():
-    text = "a loan of $12,000 at 5% for 3 years, paid quarterly, 40 items and 7 more"
+    text = "a loan of $12,000 at 5% for 3 years, paid quarterly, 40 items and 7 more, on a 1tb disk"
     kinds = {c.text.strip(): number_kind(text, c) for c in find_candidates(text)}
     assert kinds == {"$12,000": "money", "5%": "pct", "3": "unit:year", "quarterly": "word:quarterly",
-                     "40": "unit:item", "7": "plain"}
+                     "40": "unit:item", "7": "plain", "1": "unit:tb"}
 
 
 def test_an_exemplar_from_one_example_aligns_a_new_request():
