@@ -119,7 +119,7 @@ class Admission:
         self._lock = threading.Lock()
         # Told of every finished build (seconds, ok), outside the lock: lets a benchmark record each
         # build with the request it finished before, so a later process can replay it (``replay``).
-        self.on_build: Callable[[float, bool], None] | None = None
+        self.on_build: Callable[[float, bool | None], None] | None = None
 
     # -- observations ------------------------------------------------------------------------
     def observe_request(self, tenant: str, group_id: str, route: str, seconds: float) -> None:
@@ -139,20 +139,25 @@ class Admission:
             elif route == "fallback":
                 self.fallback.add(seconds)
 
-    def observe_build(self, seconds: float, ok: bool) -> None:
+    def observe_build(self, seconds: float, ok: bool | None) -> None:
+        """A build's compute seconds and outcome; ``ok`` None is an early build that made no entry and
+        recorded nothing (minicache.build.NOT_YET): its seconds are spent, but it is no build outcome."""
         with self._lock:
-            self.build.add(seconds)
             self.build_s_total += seconds
-            if ok:
+            if ok is None:
+                pass
+            elif ok:
+                self.build.add(seconds)
                 self.builds_ok += 1
             else:
+                self.build.add(seconds)
                 self.builds_failed += 1
         if self.on_build is not None:
             self.on_build(seconds, ok)
 
     def replay(self, events: Iterable[tuple[Any, ...]]) -> None:
         """Restore the estimates of an earlier process from what it observed, in order: each event is
-        ``("request", tenant, group_id, route, seconds)`` or ``("build", seconds, ok)``.
+        ``("request", tenant, group_id, route, seconds)`` or ``("build", seconds, ok)`` (ok: see :meth:`observe_build`).
 
         Why re-observe instead of loading saved numbers: the state is then by construction the one
         the earlier process reached (same EWMAs, counts, histogram, warm-up), there is no second
@@ -222,12 +227,17 @@ class Admission:
         return {"n": n, "future": future, "p_ok": p_ok, "miss_s": miss, "hit_s": hit, "p_fallback": p_fallback,
                 "build_s": build, "gain_s": p_ok * future * (miss - hit) - build}
 
+    def trusted(self) -> bool:
+        """Whether the estimates decide (admission on, misses measured, the warm-up over); until then
+        ``build_after`` alone does, and no group is built early (EngineConfig.build_early)."""
+        return self.config.enabled and bool(self.miss.n) and self.requests >= self.config.warmup_requests
+
     def admits(self, tenant: str, n: int, first_misses: int = 0) -> tuple[bool, dict[str, float]]:
         """Whether a group seen ``n`` times is worth building now (``first_misses``: see :meth:`estimate`)."""
         terms = self.estimate(tenant, n, first_misses)
         if n < 2:  # a one-off group is never built
             return False, terms
-        if not self.config.enabled or not self.miss.n or self.requests < self.config.warmup_requests:
+        if not self.trusted():
             return True, terms
         return terms["gain_s"] > 0, terms
 

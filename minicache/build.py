@@ -51,6 +51,13 @@ NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, 
                          "different computations")
 
 
+class NotYet:
+    """What an early build that made no entry returns: not a failure, the group waits for more examples."""
+
+
+NOT_YET = NotYet()
+
+
 @dataclass
 class Check:
     """One held example run through the real hit path during validation (stored with a failed build)."""
@@ -114,13 +121,19 @@ class Builder:
             # What the build cost the machine: its wall time less the time it waited for the compute
             # lock (requests go first), which is not a cost of building.
             cost = (time.perf_counter() - began) - (thread_waited_s() - waited)
+            if isinstance(entry, NotYet):
+                self.admission.observe_build(max(0.0, cost), None)
+                return None
             self.admission.observe_build(max(0.0, cost), entry is not None)
             return entry
         finally:
             self.store.release_build_lease(tenant, group_id, self.owner)
 
-    def _build_locked(self, tenant: str, group_id: str) -> Entry | None:
+    def _build_locked(self, tenant: str, group_id: str) -> Entry | None | NotYet:
         examples = self.store.examples(tenant, group_id)
+        # An early build (fewer than build_after examples, EngineConfig.build_early) tries only own
+        # programs another example backs; without one the group waits, and nothing is recorded.
+        early = len(examples) < self.config.build_after
         # What failed last time (minicache.admission) must pass now, and seeds the target's feedback.
         failure = self.store.group_failure(tenant, group_id)
         held, must = validation_set(examples, failure, self.config.validate_n)
@@ -128,6 +141,11 @@ class Builder:
         prefix = shared_prefix([request_text(ex.question, ex.context) for ex in held])
         newest = examples[max(len(examples) - self.config.build_compare, 0):]  # oldest first in the store
         candidates, split = own_candidates(newest, prefix, self.sandbox, self.config.build_candidates)
+        if early:  # backed by another example with other values (a request sent twice backs nothing)
+            candidates = [c for c in candidates if c.checked >= 2 and any(
+                values != dict(parse_signature(c.source).defaults) for _, values in c.agreed)]
+            if not candidates:
+                return NOT_YET
         feedback = failure.get("feedback") if failure else None
         attempts: list[Attempt] = []
         failed_checks: list[Check] = []
@@ -141,6 +159,8 @@ class Builder:
         while not no_majority:
             if candidates:
                 cand = candidates.pop(0)
+            elif early:  # the backed candidates failed: wait for build_after, as if not tried
+                return NOT_YET
             elif own_tried and not shared:
                 attempts.append({"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION})
                 break
@@ -302,7 +322,7 @@ class BuildQueue:
         if self.config.frozen:
             return
         group = store.get_group(tenant, group_id)
-        if group is None or group.n_examples < self.config.build_after:
+        if group is None or group.n_examples < self.config.build_after and not self._early(group.n_examples):
             return
         if group.build_failures and backing_off(group, store.group_failure(tenant, group_id)):
             return
@@ -327,6 +347,12 @@ class BuildQueue:
             self.builder.build(tenant, group_id)
         except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
             self._crashed(tenant, group_id, exc)
+
+    def _early(self, n_examples: int) -> bool:
+        """Whether a group with fewer than ``build_after`` examples may be built early: it has
+        ``build_early`` (2 or more), and admission's estimates decide (past their warm-up), so that
+        it is built only where groups seen that often have gone on to recur."""
+        return 2 <= self.config.build_early <= n_examples and self.builder.admission.trusted()
 
     def building(self, tenant: str) -> set[str]:
         """The tenant's groups with a build queued or running."""

@@ -16,6 +16,12 @@ from .stepcache import StepConfig
 @dataclass
 class EngineConfig:
     build_after: int = 3  # examples a group needs before a build
+    # ... or this many, when another example with other values backs one of the group's own programs
+    # (a model-free agreement: run on each other's values, they give each other's answers) and
+    # admission, past its warm-up, predicts the build pays. Such an early build tries only those
+    # candidates, never the target, and if none is trusted it records no failure: the group waits
+    # for build_after. 0 switches it off. (minicache.build, docs/scale.md)
+    build_early: int = 2
     validate_n: int = 3  # held examples a candidate entry is checked on
     validate_min: int = 2  # ... of which this many must match
     max_failures: int = 3  # in-service failures before an entry is evicted

@@ -31,7 +31,7 @@ def main() -> int:
     events: list[tuple] = []
     for row in (r for r in rows if r["method"] == args.method):
         detail = row.get("detail") or {}
-        events += [("build", float(s), bool(ok)) for s, ok in detail.get("builds", [])]
+        events += [("build", float(s), None if ok is None else bool(ok)) for s, ok in detail.get("builds", [])]
         route = observed_route(detail.get("route"), detail.get("fallback_reason"))
         if route in ("hit", "miss", "fallback") and detail.get("group"):
             events.append(("request", "default", detail["group"], route, request_cost(detail.get("timings") or {})))

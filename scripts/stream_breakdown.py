@@ -82,9 +82,14 @@ def main() -> None:
         print(f"  #{cache.index(r) + 1:4d} {r['latency_s']:6.2f} s  {r['detail'].get('extraction')!s:6}  "
               f"slowest stage {stage} {t.get(stage, 0):.2f} s  lock wait {wait:.2f} s")
 
-    builds = [b for r in cache for b in r["detail"].get("builds", [])]
+    every = [b for r in cache for b in r["detail"].get("builds", [])]
+    early = [b[0] for b in every if b[1] is None]  # early builds that made no entry (build_early)
+    builds = [b for b in every if b[1] is not None]
     ok = [b[0] for b in builds if b[1]]
     failed = [b[0] for b in builds if not b[1]]
+    if early:
+        print(f"\nearly builds that made no entry (the group waited for build_after): {len(early)}, "
+              f"{sum(early):.1f} s in all, at most {max(early):.1f} s")
     print(f"\nbuilds: {len(builds)}, {len(ok)} ok"
           + (f" ({min(ok):.1f}-{max(ok):.1f} s, mean {statistics.fmean(ok):.1f} s)" if ok else "")
           + f", {len(failed)} failed"

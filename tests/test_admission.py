@@ -264,3 +264,54 @@ def test_arrivals_a_new_entry_answers_as_misses_on_probation_bring_no_gain():
     assert on_probation["future"] == pytest.approx(plain["future"] - 1)
     assert on_probation["gain_s"] < plain["gain_s"]
     assert admission.estimate("t", 2, first_misses=100)["future"] == 0.0
+
+
+# -- early builds (EngineConfig.build_early) ---------------------------------------------------
+
+def early(make, **config) -> MiniCache:
+    """An engine past admission's warm-up whose measured costs make every build pay."""
+    mc = make(admission=AdmissionConfig(warmup_requests=0), **config)
+    costs(mc.admission, miss=100.0, hit=0.0, build=0.001)
+    return mc
+
+
+def test_two_examples_whose_programs_give_each_others_answers_are_built_early_and_serve_the_third(make):
+    mc = early(make)
+    for values in CR_VALUES[:2]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    group = mc.store.list_groups("default")[0]
+    entry = mc.store.active_entry("default", group.id)
+    assert entry is not None and group.n_examples == 2 and entry.validation["passed"] == 2
+    result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]))
+    assert result.route == "hit" and result.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[2]))
+    assert mc.target.build_calls == 0  # an early build never asks the target
+
+
+def test_two_examples_that_disagree_wait_for_build_after_and_record_no_failure(make):
+    mc = early(make)
+    mc.target.mode = "other"  # the first example's program computes something else
+    mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0]))
+    mc.target.mode = "ok"
+    mc.solve(CURRENT_RATIO.ask(*CR_VALUES[1]))
+    group = mc.store.list_groups("default")[0]
+    assert mc.store.list_entries("default") == [] and mc.target.build_calls == 0
+    assert mc.store.group_failure("default", group.id) is None and group.build_failures == 0
+    assert mc.stats()["builds_failed"] == 0 and mc.admission.snapshot()["builds_failed"] == 0
+    mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]))  # build_after: the two agreeing of three are a majority
+    assert mc.store.active_entry("default", group.id) is not None
+
+
+def test_a_request_sent_twice_does_not_back_an_early_build(make):
+    mc = early(make)
+    question = CURRENT_RATIO.ask(*CR_VALUES[0])
+    for _ in range(2):
+        mc.solve(question, force_refresh=True)
+    assert mc.store.list_groups("default")[0].n_examples == 2
+    assert mc.store.list_entries("default") == []
+
+
+def test_no_group_is_built_early_during_admissions_warm_up_or_when_switched_off(make):
+    for mc in (make(), early(make, build_early=0)):
+        for values in CR_VALUES[:2]:
+            mc.solve(CURRENT_RATIO.ask(*values))
+        assert mc.store.list_entries("default") == []

@@ -38,6 +38,11 @@ from .baselines import Direct, Exact, GenCacheLike, GPTCacheLike, Method, Outcom
 from .data import BenchRequest, parse_action
 
 
+def _outcome(ok: Any) -> bool | None:
+    """A row's build outcome as admission takes it: None (an early build that made no entry) stays None."""
+    return None if ok is None else bool(ok)
+
+
 class MiniCacheMethod:
     """The engine as a benchmark method. Each row records the builds that finished since the previous
     row (``detail.builds``: [seconds, ok] each; ``detail.build_s`` is their sum), so that a later
@@ -53,7 +58,7 @@ class MiniCacheMethod:
         self.last_id: str | None = None  # the last request served (or read back) in the stream
         engine.admission.on_build = self._built
 
-    def _built(self, seconds: float, ok: bool) -> None:
+    def _built(self, seconds: float, ok: bool | None) -> None:
         with self._lock:  # background builds finish on the engine's worker thread
             self._builds.append([seconds, ok])
 
@@ -85,7 +90,7 @@ class MiniCacheMethod:
         for row in rows:
             detail = row.get("detail") or {}
             if "builds" in detail:
-                events += [("build", float(s), bool(ok)) for s, ok in detail["builds"]]
+                events += [("build", float(s), _outcome(ok)) for s, ok in detail["builds"]]
             elif detail.get("build_s"):  # a row written before builds were recorded one by one: their
                 events.append(("build", float(detail["build_s"]), True))  # sum, as one build, taken as ok
             route = observed_route(detail.get("route"), detail.get("fallback_reason"))
@@ -94,7 +99,7 @@ class MiniCacheMethod:
                 # The same seconds the engine observed: the stages' timings, without total_s.
                 events.append(("request", "default", detail["group"], route, request_cost(timings)))
         carried = tail["builds"] if tail and rows and tail.get("after") == str(rows[-1]["id"]) else []
-        events += [("build", float(s), bool(ok)) for s, ok in carried]
+        events += [("build", float(s), _outcome(ok)) for s, ok in carried]
         self.engine.admission.replay(events)
         with self._lock:
             self._builds = [list(b) for b in carried] + self._builds
