@@ -77,10 +77,11 @@ class MiniCache:
         self._auditor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-audit",
                                            initializer=mark_background_thread)
         self.miss = MissPath(target, self.sandbox, self.store, self.router, self.config)
+        owner = new_id("replica")  # this engine's name in build leases
         self.hits = HitPath(self.store, self.sandbox, self.verifier, self.miss, self.events, self.config,
-                            self._auditor.submit)
+                            self._auditor.submit, owner=owner)
         self.builder = Builder(target, self.sandbox, self.store, self.extractor, self.events, self.admission,
-                               self.config, owner=new_id("replica"))
+                               self.config, owner=owner)
         self.builds = BuildQueue(self.builder, self._worker, self.config)
         self.steps = StepCache(target, self.store, embedder, self.config.step)
 
@@ -174,9 +175,11 @@ class MiniCache:
         result.similarity = decision.similarity
         if fallback_reason:
             result.route, result.fallback_reason = "fallback", fallback_reason
-        if refused is not None and refused.shadow and entry is not None and not no_store:
-            # A demoted entry's would-be hit, checked against this miss answer, is its way back.
-            self.hits.schedule_audit(tenant, entry, question, context, reference=result.answer)
+        if refused is not None and entry is not None and not no_store:
+            if refused.shadow:  # a demoted entry's would-be hit, checked against this miss answer, is its way back
+                self.hits.schedule_audit(tenant, entry, question, context, reference=result.answer)
+            else:  # a check this miss answer shows wrong is revised (minicache.refusals)
+                self.hits.schedule_review(tenant, entry, refused, result.answer)
         return result
 
     def _solve_steps(self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool) -> SolveResult:
@@ -223,6 +226,7 @@ class MiniCache:
             "hit_refusals": counters.get("hit_refusals", 0), "audits": counters.get("audits", 0),
             "audits_disagreed": counters.get("audits_disagreed", 0),
             "probations": counters.get("probations", 0), "probations_failed": counters.get("probations_failed", 0),
+            "refusals_overturned": counters.get("refusals_overturned", 0),
             "entries_demoted": sum(e.status == "active" and demoted(e, self.config.audit_delta, self.config.audit_z)
                                    for e in entries),
             "step_reuse": counters.get("step_reuse", 0), "step_patch": counters.get("step_patch", 0),

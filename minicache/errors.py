@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for a type hint only: errors.py imports nothing of MiniCache at run time
     from .models.smoke import SmokeResult
@@ -64,11 +64,18 @@ class HitRefused(ExtractionError):
     """The hit could not be shown to be right; the request goes to the miss path.
 
     ``check`` names the check that refused; ``shadow`` marks a refusal only because the entry is
-    demoted, after which the engine audits the would-be hit against the miss answer."""
+    demoted, after which the engine audits the would-be hit against the miss answer. ``readings``
+    are the values the refused hit had, by where they came from (``"rule"``, ``"align"``,
+    ``"model"``, or ``"hit"`` for the values it would have served), ``variable`` the one a value
+    check refused and ``answer`` the answer an answer check refused: with the miss answer they show
+    whether the refusal was founded (:mod:`minicache.refusals`)."""
 
-    def __init__(self, check: str, reason: str, *, shadow: bool = False) -> None:
+    def __init__(self, check: str, reason: str, *, shadow: bool = False,
+                 readings: dict[str, dict[str, Any]] | None = None, variable: str | None = None) -> None:
         super().__init__(f"{check}: {reason}")
         self.check, self.reason, self.shadow = check, reason, shadow
+        self.readings, self.variable = readings, variable
+        self.answer: Any = None
 
 
 class ProgramError(MiniCacheError):

@@ -182,7 +182,7 @@ def check_values(profile: dict[str, Any], template: list[Variable], values: dict
             continue
         why = _outside(v, profile.get("values", {}).get(var.name, []), factor)
         if why:
-            raise HitRefused("range", f"{var.name}: {why}")
+            raise HitRefused("range", f"{var.name}: {why}", variable=var.name)
         seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
         here = {p.kind for p in pos if v in p.values()}
         if seen_kinds and not here:
@@ -200,6 +200,16 @@ def check_values(profile: dict[str, Any], template: list[Variable], values: dict
                                          f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}")
             if "pct" not in seen_kinds and here == {"pct"}:
                 raise HitRefused("unit", f"{var.name} was never a percentage in the examples; {v} is written as one")
+
+
+def _checked_values(profile: dict[str, Any], template: list[Variable], values: dict[str, Any], text: str,
+                    factor: float) -> None:
+    """:func:`check_values`, its refusal carrying the values it refused (minicache.refusals)."""
+    try:
+        check_values(profile, template, values, text, factor)
+    except HitRefused as exc:
+        exc.readings = exc.readings or {"hit": dict(values)}
+        raise
 
 
 def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
@@ -228,11 +238,13 @@ def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[s
     """Refuse a model's choice that any independent signal contradicts (see the module docstring)."""
     values = extraction.variables
     numeric = [v for v in entry.template if v.type != "string" and isinstance(values.get(v.name), (int, float))]
+    said_by_rules = {var.name: apply_rule(entry.rules[var.name], text) for var in numeric if entry.rules.get(var.name)}
     for var in numeric:
-        rule = entry.rules.get(var.name)
-        said = apply_rule(rule, text) if rule else None
+        said = said_by_rules.get(var.name)
         if said is not None and said != values[var.name]:
-            raise HitRefused("rule", f"the rule reads {var.name}={said}, the model chose {values[var.name]}")
+            read = {k: v for k, v in said_by_rules.items() if v is not None}
+            raise HitRefused("rule", f"the rule reads {var.name}={said}, the model chose {values[var.name]}",
+                             readings={"rule": {**values, **read}, "model": dict(values)})
         if var.name in partial and partial[var.name] != values[var.name]:
             raise HitRefused("align", f"alignment reads {var.name}={partial[var.name]}, "
                                       f"the model chose {values[var.name]}")
@@ -323,19 +335,20 @@ class HitVerifier:
         zero_model = self.config.align and self.extractor.use_rules
         aligned, partial = self.aligned(entry, text) if zero_model else (None, {})
         if by_rules is not None and aligned is not None and not same_values(by_rules, aligned.values):
-            raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}")
+            raise HitRefused("rule", f"rules read {by_rules}, alignment reads {aligned.values}",
+                             readings={"rule": dict(by_rules), "align": dict(aligned.values)})
         zero_model_values: tuple[Method, dict[str, Any]] | None = ("rule", by_rules) if by_rules is not None \
             else ("align", aligned.values) if aligned is not None else None
         if zero_model_values is not None:
             method, values = zero_model_values
             checked = check_types(entry.template, values)
-            check_values(profile, entry.template, checked, text, self.config.value_range)
+            _checked_values(profile, entry.template, checked, text, self.config.value_range)
             return Extraction(checked, method, time.perf_counter() - began)
         if not allow_model:
             raise HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
         mode = entry.validation.get("extraction", "choice")
         extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"))
-        check_values(profile, entry.template, extraction.variables, text, self.config.value_range)
+        _checked_values(profile, entry.template, extraction.variables, text, self.config.value_range)
         corroborate(entry, extraction, text, partial, self.config.min_margin)
         if self.config.reorder_check and len(entry.template) > 1:
             # A model that fills variables by their order in the prompt, not by meaning, changes its

@@ -14,6 +14,7 @@ import random
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from .admission import record_failed_hit
@@ -23,9 +24,10 @@ from .errors import HitRefused, MiniCacheError
 from .events import EventLog
 from .hit import ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
 from .miss import MissPath
+from .refusals import LEARNABLE, revise
 from .request import request_text
 from .sandbox import SandboxPool
-from .store import Entry, Store
+from .store import Entry, Store, new_id
 from .synthesis import answers_match
 
 
@@ -33,9 +35,10 @@ class HitPath:
     """Serves hits and keeps each entry's record in service (hits, audits, failures)."""
 
     def __init__(self, store: Store, sandbox: SandboxPool, verifier: HitVerifier, miss: MissPath,
-                 events: EventLog, config: EngineConfig, submit: Callable[..., Future]) -> None:
+                 events: EventLog, config: EngineConfig, submit: Callable[..., Future], owner: str = "hits") -> None:
         self.store, self.sandbox, self.verifier, self.miss = store, sandbox, verifier, miss
         self.events, self.config = events, config
+        self.owner = owner  # this engine's name in build leases (a revision is written under one)
         self.submit = submit  # the engine's audit worker (background, behind requests)
         self._audits: list[Future] = []
         self._lock = threading.Lock()
@@ -54,7 +57,11 @@ class HitPath:
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds
         value = check_answer(run.value)
-        self.verifier.check_answer(entry, value)
+        try:
+            self.verifier.check_answer(entry, value)
+        except HitRefused as exc:
+            exc.readings, exc.answer = {"hit": dict(extraction.variables)}, value
+            raise
         if record:
             self.store.record_hit(tenant, entry.id)
             if extraction.small_tokens:
@@ -68,12 +75,48 @@ class HitPath:
 
     def schedule_audit(self, tenant: str, entry: Entry, question: str, context: str | None, **kwargs: Any) -> None:
         """Run :meth:`audit` on the background worker, or now without background builds."""
+        self._background(self.audit, tenant, entry, question, context, **kwargs)
+
+    def schedule_review(self, tenant: str, entry: Entry, refused: HitRefused, reference: Any) -> None:
+        """Run :meth:`review_refusal` on the background worker, or now without background builds."""
+        if refused.check in LEARNABLE and refused.readings and reference is not None:
+            self._background(self.review_refusal, tenant, entry, refused, reference)
+
+    def _background(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         if not self.config.background_builds:
-            self.audit(tenant, entry, question, context, **kwargs)
+            fn(*args, **kwargs)
             return
         with self._lock:
             self._audits = [f for f in self._audits if not f.done()]
-            self._audits.append(self.submit(self.audit, tenant, entry, question, context, **kwargs))
+            self._audits.append(self.submit(fn, *args, **kwargs))
+
+    def review_refusal(self, tenant: str, entry: Entry, refused: HitRefused, reference: Any) -> Entry | None:
+        """Compare a refused hit with the miss answer it was refused for; when the refusal was
+        unfounded, store the entry's next version without what refused it (minicache.refusals).
+        Under the group's build lease, and only while ``entry`` is still the group's active one, so
+        a revision never replaces a newer build. Returns the new version, or None."""
+        def run(values: dict[str, Any]) -> Any:
+            try:
+                return check_answer(self.sandbox.run(entry.program, values).value)
+            except MiniCacheError:
+                return None
+
+        revision = revise(entry, refused, reference, run)
+        if revision is None or not self.store.acquire_build_lease(tenant, entry.group_id, self.owner,
+                                                                  self.config.build_lease_s):
+            return None
+        try:
+            current = self.store.active_entry(tenant, entry.group_id)
+            if current is None or current.id != entry.id:
+                return None
+            revised = replace(current, id=new_id("ent"), rules=revision.rules,
+                              validation={**revision.validation, "revised_from": current.id})
+            self.store.put_entry(revised)
+        finally:
+            self.store.release_build_lease(tenant, entry.group_id, self.owner)
+        self.store.bump(tenant, "refusals_overturned")
+        self.events.append({"event": "revise", "group": entry.group_id, "entry": revised.id, **revision.note})
+        return revised
 
     def audit(self, tenant: str, entry: Entry, question: str, context: str | None, *, hit_answer: Any = None,
               method: str | None = None, reference: Any = None) -> bool | None:

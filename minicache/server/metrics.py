@@ -36,7 +36,8 @@ class EngineCollector(Collector):
         counters = {name: CounterMetricFamily(f"minicache_engine_{name}", f"Engine counter '{name}' (from the store)",
                                               labels=["tenant"])
                     for name in ("requests", "hits", "misses", "fallbacks", "errors", "evictions",
-                                 "hit_refusals", "audits", "audits_disagreed", "probations", "probations_failed")}
+                                 "hit_refusals", "refusals_overturned", "audits", "audits_disagreed", "probations",
+                                 "probations_failed")}
         builds = CounterMetricFamily("minicache_builds", "Entry builds by outcome (from the store)",
                                      labels=["tenant", "outcome"])
         hit_rate = GaugeMetricFamily("minicache_hit_rate", "hits / requests since the store was created",
