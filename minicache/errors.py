@@ -67,14 +67,16 @@ class HitRefused(ExtractionError):
     demoted, after which the engine audits the would-be hit against the miss answer. ``readings``
     are the values the refused hit had, by where they came from (``"rule"``, ``"align"``,
     ``"model"``, or ``"hit"`` for the values it would have served), ``variable`` the one a value
-    check refused and ``answer`` the answer an answer check refused: with the miss answer they show
-    whether the refusal was founded (:mod:`minicache.refusals`)."""
+    or context check refused, ``cues`` the word stems around the value a context check refused, and
+    ``answer`` the answer an answer check refused: with the miss answer they show whether the
+    refusal was founded (:mod:`minicache.refusals`)."""
 
     def __init__(self, check: str, reason: str, *, shadow: bool = False,
-                 readings: dict[str, dict[str, Any]] | None = None, variable: str | None = None) -> None:
+                 readings: dict[str, dict[str, Any]] | None = None, variable: str | None = None,
+                 cues: list[str] | None = None) -> None:
         super().__init__(f"{check}: {reason}")
         self.check, self.reason, self.shadow = check, reason, shadow
-        self.readings, self.variable = readings, variable
+        self.readings, self.variable, self.cues = readings, variable, cues
         self.answer: Any = None
 
 

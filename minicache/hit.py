@@ -220,17 +220,18 @@ def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
             raise HitRefused("answer", why)
 
 
-def _cues(var: Variable, exemplars: list[dict[str, Any]]) -> set[str]:
+def _cues(var: Variable, profile: dict[str, Any]) -> set[str]:
     """Words that say what a variable is: its name, its description (with the example's own words,
-    which lifting records after EXAMPLE_MARK) and its cue words in each exemplar."""
+    which lifting records after EXAMPLE_MARK), its cue words in each exemplar, and those learned from
+    context refusals the miss path showed unfounded (``profile["cues"]``, :mod:`minicache.refusals`)."""
     import re
 
     said = var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")
     words = re.findall(r"[a-z]+", said.lower())
     found = set(stems(words))
-    for ex in exemplars:
+    for ex in profile.get("exemplars", []):
         found |= set((ex.get("slots", {}).get(var.name) or {}).get("cues", []))
-    return found
+    return found | set((profile.get("cues") or {}).get(var.name, []))
 
 
 def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any],
@@ -257,19 +258,21 @@ def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[s
                 written = sum(v in p.values() for p in pos)
                 if written < 2:
                     raise HitRefused("duplicate", f"{a.name} and {b.name} both took {v}, written once")
-    exemplars = (entry.validation.get("profile") or {}).get("exemplars", [])
-    cues = {var.name: _cues(var, exemplars) for var in numeric}
+    profile = entry.validation.get("profile") or {}
+    cues = {var.name: _cues(var, profile) for var in numeric}
     words = number_words(text, pos)
     score = {(var.name, p.start): cue_score(words[p.start], cues[var.name]) for var in numeric for p in pos}
     at = {var.name: [p for p in pos if values[var.name] in p.values()] for var in numeric}
     taken = {p.start for ps in at.values() for p in ps}
     for var in numeric:
-        mine = max((score[var.name, p.start] for p in at[var.name]), default=0.0)
+        mine, chosen = max(((score[var.name, p.start], p.start) for p in at[var.name]), default=(0.0, None))
         other = max(((score[var.name, p.start], p) for p in pos if p.start not in taken),
                     key=lambda t: t[0], default=(0.0, None))
         if other[1] is not None and other[0] > mine:
+            around = sorted(set(stems([w for w, _ in words[chosen]]))) if chosen is not None else []
             raise HitRefused("context", f"the words around {other[1].readings[0].text.strip()!r} match {var.name} "
-                                        f"better than those around the chosen {values[var.name]}")
+                                        f"better than those around the chosen {values[var.name]}",
+                             readings={"hit": dict(values)}, variable=var.name, cues=around)
     _check_swaps(numeric, at, score)
     margins = extraction.detail.get("margins") or {}
     low = {k: m for k, m in margins.items() if m is not None and m < min_margin}

@@ -18,6 +18,9 @@ program):
 * ``range``: the refused value joins the variable's observed values (``profile.values``).
 * ``answer``: the refused answer joins the group's answers (``profile.answers``): a trade balance
   seen negative twice may be positive.
+* ``context``: the words around the value the model chose join the variable's cue words
+  (``profile.cues``), so the words around another number no longer outscore them for a request
+  written this way. Formula-v7 refused 12 hits on context.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit_path.HitPath.review_refusal`).
@@ -35,7 +38,7 @@ from .errors import HitRefused
 from .store.base import Entry
 from .synthesis import answers_match
 
-LEARNABLE = ("rule", "range", "answer")
+LEARNABLE = ("rule", "range", "answer", "context")
 
 
 @dataclass
@@ -67,6 +70,13 @@ def revise(entry: Entry, refused: HitRefused, reference: Any, run: Callable[[dic
     if refused.check == "answer":
         profile.setdefault("answers", []).append(answer)
         note = {"check": "answer", "answer": answer}
+    elif refused.check == "context":
+        known = (profile.get("cues") or {}).get(refused.variable or "", [])
+        new = sorted(set(refused.cues or []) - set(known))
+        if refused.variable is None or not new:
+            return None
+        profile.setdefault("cues", {})[refused.variable] = sorted([*known, *new])
+        note = {"check": "context", "variable": refused.variable, "cues": new}
     else:
         name = refused.variable
         if name is None or not isinstance(values.get(name), (int, float)):

@@ -8,7 +8,8 @@ import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
-from minicache.hit import HitRefused, VerifyConfig, learn_profile
+from minicache.extraction import Extraction
+from minicache.hit import HitRefused, VerifyConfig, corroborate, learn_profile
 from minicache.refusals import revise
 from minicache.store import Entry, SQLiteStore, Variable
 from test_hit_verification import SwappingSmall
@@ -76,9 +77,31 @@ def test_a_value_range_refusal_the_miss_answer_confirms_widens_the_variables_val
     assert revise(e, refused, 0.25, ratio) is None
 
 
+def test_a_context_refusal_the_miss_answer_confirms_teaches_the_words_around_the_chosen_value():
+    e = entry()
+    text = "For firm X: 64,000 over liabilities of 16,000; current assets last quarter were 50,000."
+    values = {"current_assets": 64000, "current_liabilities": 16000}
+    with pytest.raises(HitRefused) as caught:
+        corroborate(e, Extraction(values, "choice", 0.1), text, {}, min_margin=1.0)
+    refused = caught.value
+    assert refused.check == "context" and refused.variable == "current_assets" and "firm" in refused.cues
+    assert revise(e, refused, 50000 / 16000, ratio) is None  # the miss path read 50,000: the check was right
+    revision = revise(e, refused, 4.0, ratio)
+    assert revision is not None and revision.note == {"check": "context", "variable": "current_assets",
+                                                      "cues": refused.cues}
+    # The same request written with other numbers: refused before the revision, passed after it.
+    again = Extraction({"current_assets": 72000, "current_liabilities": 18000}, "choice", 0.1)
+    text = "For firm X: 72,000 over liabilities of 18,000; current assets last quarter were 50,000."
+    with pytest.raises(HitRefused, match="^context"):
+        corroborate(e, again, text, {}, min_margin=1.0)
+    e.validation = revision.validation
+    assert corroborate(e, again, text, {}, min_margin=1.0) is None
+    assert revise(e, refused, 4.0, ratio) is None  # nothing new to learn the second time
+
+
 def test_checks_that_teach_nothing_are_not_revised():
     e = entry()
-    for check in ("swap", "context", "probation", "unit"):
+    for check in ("swap", "probation", "unit"):
         refused = HitRefused(check, "x", readings={"hit": {"current_assets": 64000, "current_liabilities": 16000}})
         assert revise(e, refused, 4.0, ratio) is None
 
