@@ -12,9 +12,13 @@ What a refusal can teach, and nothing else (every change narrows what a check cl
 evidence from two independent paths: the entry's program on the other values, and the target's own
 program):
 
-* ``rule``: the rules of the variables whose reading differs from the values that gave the reference
-  answer are dropped. Those variables are then read by alignment or by the small model under the
-  remaining checks.
+* ``rule``: when alignment's values gave the reference answer and the rules' did not, the rules of
+  the variables whose reading differs from alignment's are dropped; those variables are then read
+  by alignment. A rule the *model* contradicts is kept even when the model was right: "a rule and
+  the model agree" is one of the checks a model-chosen value must pass, and a rule wrong once still
+  tells a clear request from a muddled one. Formula-v8 (`benchmarks/results/formula-v8/`) dropped a
+  Price-to-Book rule that way, and the model's next wrong choice on that group, which the rule's
+  disagreement had refused in formula-v7, was served.
 * ``range``: the refused value joins the variable's observed values (``profile.values``).
 * ``answer``: the refused answer joins the group's answers (``profile.answers``): a trade balance
   seen negative twice may be positive.
@@ -91,9 +95,8 @@ def _drop_rules(entry: Entry, readings: dict[str, dict[str, Any]], reference: An
     by_rules = readings.get("rule")
     if by_rules is None or _gives(run, by_rules, reference):
         return None
-    proven = next((values for source, values in readings.items()
-                   if source != "rule" and _gives(run, values, reference)), None)
-    if proven is None:
+    proven = readings.get("align")  # zero-model values only (see the module docstring)
+    if proven is None or not _gives(run, proven, reference):
         return None
     wrong = sorted(k for k, v in by_rules.items() if k in entry.rules and not same_value(v, proven.get(k)))
     if not wrong:

@@ -32,14 +32,14 @@ def entry(rules=None) -> Entry:
                  validation={"extraction": "choice", "profile": profile})
 
 
-def rule_refusal(rule_reads, model_reads):
-    return HitRefused("rule", "disagree", readings={"rule": rule_reads, "model": model_reads})
+def rule_refusal(rule_reads, other_reads, other="align"):
+    return HitRefused("rule", "disagree", readings={"rule": rule_reads, other: other_reads})
 
 
 # -- the revision itself -------------------------------------------------------------------------
 
 
-def test_a_rule_the_miss_answer_shows_wrong_is_dropped_and_the_others_kept():
+def test_a_rule_the_miss_answer_shows_wrong_against_alignment_is_dropped_and_the_others_kept():
     e = entry(rules={"current_assets": ASSETS_AS_SECOND, "current_liabilities": LIABILITIES_AS_FIRST})
     refused = rule_refusal({"current_assets": 16000, "current_liabilities": 16000},
                            {"current_assets": 64000, "current_liabilities": 16000})
@@ -48,6 +48,14 @@ def test_a_rule_the_miss_answer_shows_wrong_is_dropped_and_the_others_kept():
     assert revision.rules == {"current_liabilities": LIABILITIES_AS_FIRST}
     assert revision.validation["revisions"] == [{"check": "rule", "dropped": ["current_assets"]}]
     assert "revisions" not in e.validation  # the entry read is not changed in place
+
+
+def test_a_rule_the_model_contradicts_is_kept_even_when_the_model_was_right():
+    # The rule still guards the model's choices: its disagreement refused a wrong choice in formula-v7.
+    e = entry(rules={"current_assets": ASSETS_AS_SECOND})
+    refused = rule_refusal({"current_assets": 16000, "current_liabilities": 16000},
+                           {"current_assets": 64000, "current_liabilities": 16000}, other="model")
+    assert revise(e, refused, 4.0, ratio) is None
 
 
 @pytest.mark.parametrize("reference", [1.0, 7.5])  # the rule's answer; neither reading's answer
@@ -131,24 +139,25 @@ def with_rules(mc, rules, *, exemplars=True) -> Entry:
     return mc.store.put_entry(e)
 
 
-def test_a_wrong_rule_that_refused_a_right_model_choice_is_dropped_and_the_next_request_hits(mc):
+def test_a_wrong_rule_that_refused_a_right_model_choice_is_kept_and_keeps_refusing(mc):
     e = with_rules(mc, {"current_assets": ASSETS_AS_SECOND}, exemplars=False)
-    refused = mc.solve(REWORDED.format(64000, 16000), group="cr")
-    assert refused.route == "fallback" and refused.fallback_reason.startswith("HitRefused: rule")
-    revised = mc.store.active_entry("default", e.group_id)
-    assert revised.id != e.id and revised.rules == {} and revised.program == e.program
-    assert revised.validation["revisions"] == [{"check": "rule", "dropped": ["current_assets"]}]
-    assert revised.validation["revised_from"] == e.id and revised.hits == e.hits
-    assert mc.stats()["refusals_overturned"] == 1
-    again = mc.solve(REWORDED.format(80000, 32000), group="cr")
-    assert again.route == "hit" and again.extraction == "choice" and again.answer == pytest.approx(2.5)
+    for values in ((64000, 16000), (80000, 32000)):
+        refused = mc.solve(REWORDED.format(*values), group="cr")
+        assert refused.route == "fallback" and refused.fallback_reason.startswith("HitRefused: rule")
+        assert refused.answer == pytest.approx(values[0] / values[1])  # the miss path's, right
+    assert mc.store.active_entry("default", e.group_id).id == e.id
+    assert mc.stats()["refusals_overturned"] == 0
 
 
 def test_swapped_rules_that_alignment_contradicts_are_dropped_and_alignment_serves(mc):
     e = with_rules(mc, {"current_assets": ASSETS_AS_SECOND, "current_liabilities": LIABILITIES_AS_FIRST})
     refused = mc.solve(CURRENT_RATIO.ask(64000, 16000), group="cr")
     assert refused.route == "fallback" and refused.fallback_reason.startswith("HitRefused: rule: rules read")
-    assert mc.store.active_entry("default", e.group_id).rules == {}
+    revised = mc.store.active_entry("default", e.group_id)
+    assert revised.id != e.id and revised.rules == {} and revised.program == e.program
+    assert revised.validation["revisions"] == [{"check": "rule", "dropped": ["current_assets", "current_liabilities"]}]
+    assert revised.validation["revised_from"] == e.id and revised.hits == e.hits
+    assert mc.stats()["refusals_overturned"] == 1
     again = mc.solve(CURRENT_RATIO.ask(90000, 30000), group="cr")
     assert again.route == "hit" and again.extraction == "align" and again.answer == pytest.approx(3.0)
 
