@@ -157,14 +157,25 @@ def learn_profile(template: list[Variable], validated: list[tuple[str, dict[str,
 # The checks
 
 
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
 def _outside(value: float, seen: list[float], factor: float) -> str | None:
-    """Why ``value`` does not fit the sign and magnitude of ``seen``, or None if it does."""
+    """Why ``value`` does not fit the sign and magnitude of ``seen``, or None if it does.
+
+    A positive or negative value is plausible when a nonzero example had its sign; zero when an
+    example was zero or the examples had both signs. Zeros among the examples add zero to what is
+    plausible instead of switching the checks off: formula-v8's Balance of Trade, its answers all
+    negative, admitted every positive answer once a 0 had joined them. Examples that are all zero
+    say nothing about sign or magnitude."""
     if not seen:
         return None
-    if all(s > 0 for s in seen) and value <= 0 or all(s < 0 for s in seen) and value >= 0:
+    signs, sign = {_sign(s) for s in seen}, _sign(value)
+    if signs != {0} and sign not in signs and not (sign == 0 and {-1, 1} <= signs):
         return f"{value} has another sign than every example ({min(seen)} to {max(seen)})"
     nonzero = [abs(s) for s in seen if s]
-    if len(nonzero) == len(seen) and value:
+    if nonzero and value:
         lo, hi = min(nonzero), max(nonzero)
         if abs(value) < lo / factor or abs(value) > hi * factor:
             return f"{value} is far outside the examples' magnitude ({lo:g} to {hi:g})"

@@ -333,6 +333,26 @@ def test_an_answer_of_another_sign_or_scale_than_the_groups_is_refused():
         verifier.check_answer(entry, 45000.0)
 
 
+@pytest.mark.parametrize(("seen", "value", "plausible"), [
+    ([-200, -200, 0], 15, False),  # negatives and a zero: a positive is still another sign
+    ([-200, -200, 0], -150, True),
+    ([-200, -200, 0], 0, True),
+    ([-200, -200, 0], -9_000_000, False),  # the zero does not switch the magnitude check off
+    ([-3, 5], 0, True),  # both signs seen: zero lies between them
+    ([2, 5], 0, False),
+    ([0, 0], 4, True),  # all zero: no sign or magnitude to go by
+])
+def test_a_zero_among_the_examples_narrows_the_sign_and_magnitude_checks(seen, value, plausible):
+    verifier = HitVerifier(Extractor(MarginSmall({})))
+    entry = cr_entry()
+    entry.validation["profile"]["answers"] = seen
+    if plausible:
+        verifier.check_answer(entry, value)
+    else:
+        with pytest.raises(HitRefused):
+            verifier.check_answer(entry, value)
+
+
 # -- alignment ----------------------------------------------------------------------------------
 
 
