@@ -8,9 +8,9 @@ because a learned rule read the price as the earnings per share (Price-to-Earnin
 CPI in the other's place (Inflation, 3): each time the small model's or alignment's values gave the
 miss path's answer and the rule's did not.
 
-What a refusal can teach, and nothing else (every change narrows what a check claims to know, on
-evidence from two independent paths: the entry's program on the other values, and the target's own
-program):
+What a refusal can teach, and nothing else (each change rests on evidence from two independent
+paths, the entry's program on the refused values and the target's own program, and covers only
+what that evidence showed):
 
 * ``rule``: when alignment's values gave the reference answer and the rules' did not, the rules of
   the variables whose reading differs from alignment's are dropped; those variables are then read
@@ -24,7 +24,8 @@ program):
   seen negative twice may be positive.
 * ``context``: the words around the value the model chose join the variable's cue words
   (``profile.cues``), so the words around another number no longer outscore them for a request
-  written this way. Formula-v7 refused 12 hits on context.
+  written this way. Formula-v7 refused 12 hits on context; in formula-v8 and -v9 the 8 context
+  revisions each learned one phrasing, and no later request of those groups was phrased alike.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit_path.HitPath.review_refusal`).
