@@ -25,7 +25,7 @@ what that evidence showed):
 * ``context``: the words around the value the model chose join the variable's cue words
   (``profile.cues``), so the words around another number no longer outscore them for a request
   written this way. Formula-v7 refused 12 hits on context; in formula-v8 and -v9 the 8 context
-  revisions each learned one phrasing, and no later request of those groups was phrased alike.
+  revisions each learned the words of one request, and none turned a later request into a hit.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit_path.HitPath.review_refusal`).
