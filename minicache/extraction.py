@@ -24,6 +24,7 @@ from typing import Any, Literal
 from .errors import BackendError, ExtractionError  # ExtractionError re-exported
 from .models.base import GenerationOptions, Message, ModelBackend
 from .numbers import candidate_values, relevant_text
+from .request import strip_prefix
 from .rules import apply_rule
 from .store.base import Entry, Variable
 
@@ -120,8 +121,7 @@ class Extractor:
     def text_for(entry: Entry, text: str) -> str:
         """What extraction reads for ``entry``: the text after the group's shared boilerplate, if the
         request starts with it (values that vary cannot be in a prefix every request shares)."""
-        prefix = entry.validation.get("shared_prefix") or ""
-        return text[len(prefix):] if prefix and text.startswith(prefix) else text
+        return strip_prefix(text, entry.validation.get("shared_prefix") or "")
 
     def by_rules(self, entry: Entry, text: str) -> dict[str, Any] | None:
         """Values from the learned rules, or None unless every variable gets its own number."""

@@ -34,7 +34,7 @@ from .align import Alignment, align, cue_score, learn_exemplars, number_words, p
 from .errors import HitRefused  # re-exported
 from .extraction import Extraction, Extractor, Method, check_types
 from .lifting import EXAMPLE_MARK
-from .rules import apply_rule
+from .rules import acronym, apply_rule, name_stems
 from .store.base import Entry, Variable
 
 MODEL_PATHS = ("choice", "free")  # extraction methods where the small model chose the values
@@ -232,14 +232,15 @@ def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
 
 
 def _cues(var: Variable, profile: dict[str, Any]) -> set[str]:
-    """Words that say what a variable is: its name, its description (with the example's own words,
-    which lifting records after EXAMPLE_MARK), its cue words in each exemplar, and those learned from
-    context refusals the miss path showed unfounded (``profile["cues"]``, :mod:`minicache.refusals`)."""
+    """Words that say what a variable is: its name and the name's acronym ("eps"), its description
+    (with the example's own words, which lifting records after EXAMPLE_MARK), its cue words in each
+    exemplar, and those learned from context refusals the miss path showed unfounded
+    (``profile["cues"]``, :mod:`minicache.refusals`)."""
     import re
 
     said = var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")
     words = re.findall(r"[a-z]+", said.lower())
-    found = set(stems(words))
+    found = set(stems(words)) | {a for a in [acronym(name_stems(var.name))] if a}
     for ex in profile.get("exemplars", []):
         found |= set((ex.get("slots", {}).get(var.name) or {}).get("cues", []))
     return found | set((profile.get("cues") or {}).get(var.name, []))

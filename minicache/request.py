@@ -84,5 +84,29 @@ def shared_prefix(texts: list[str], minimum: int = 40) -> str:
 
 
 def strip_prefix(text: str, prefix: str) -> str:
-    """``text`` without the group's shared ``prefix`` (unchanged if it does not start with it)."""
-    return text[len(prefix):] if prefix and text.startswith(prefix) else text
+    """``text`` without the group's shared ``prefix`` (unchanged if it does not start with it).
+
+    Runs of whitespace match runs of any length: the prefix is learned from the first examples, and
+    requests of one template differ in spacing. On formula-v9, Return on Assets learned a prefix ending
+    ``Question:  "`` (two spaces) from its first two examples; 8 of its 10 later requests wrote one
+    space, kept the formula's ``x 100`` in the text extraction read, and were refused because that
+    100's words ("Net Income / Total Assets") fit net income better than the chosen number's."""
+    if not prefix:
+        return text
+    if text.startswith(prefix):
+        return text[len(prefix):]
+    i = j = 0
+    while i < len(prefix):
+        if prefix[i].isspace():
+            if j >= len(text) or not text[j].isspace():
+                return text
+            while i < len(prefix) and prefix[i].isspace():
+                i += 1
+            while j < len(text) and text[j].isspace():
+                j += 1
+        elif j < len(text) and text[j] == prefix[i]:
+            i += 1
+            j += 1
+        else:
+            return text
+    return text[j:]

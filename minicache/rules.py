@@ -13,6 +13,7 @@ from .numbers import Candidate, find_candidates
 from .store.base import Variable
 
 _TOKEN = re.compile(r"[a-z]+")
+_WORD = re.compile(r"[A-Za-z]+")  # _TOKEN on text not lower-cased
 
 
 def _anchor_words(text: str, cand: Candidate, width: int = 4) -> list[str]:
@@ -179,14 +180,28 @@ def name_stems(name: str) -> list[str]:
     return [w[:5] for w in re.split(r"[_\W\d]+", name.lower()) if len(w) >= 3]
 
 
+def acronym(stems: list[str]) -> str | None:
+    """The initials of a name of three or more words ("earnings_per_share" -> "eps"), or None.
+
+    Financial text abbreviates the very quantities it names ("a share price of $78 and EPS of $9");
+    a keyword rule that sees only "share" near the price and nothing it knows near "EPS" reads the
+    price as the earnings per share (formula-v9: 5 Price-to-Earnings hits refused that way)."""
+    return "".join(s[0] for s in stems) if len(stems) >= 3 else None
+
+
 def _keyword_score(text: str, cand: Candidate, stems: list[str]) -> int:
     """How close the words of the name are to the number: up to 8 words before it count most (the
-    nearer the more), up to 3 words after it less."""
-    before = [w[:5] for w in _TOKEN.findall(text[max(0, cand.start - 80):cand.start].lower())[-8:]]
-    after = [w[:5] for w in _TOKEN.findall(text[cand.end:cand.end + 40].lower())[:3]]
+    nearer the more), up to 3 words after it less. The name's acronym counts as all of its words."""
+    short = (acronym(stems) or "").upper()  # written in capitals: "EPS", never the word "air"
+    before = _WORD.findall(text[max(0, cand.start - 80):cand.start])[-8:]
+    after = _WORD.findall(text[cand.end:cand.end + 40])[:3]
+
+    def weight(word: str) -> int:
+        return len(stems) if word == short else int(word[:5].lower() in stems)
+
     score = 0
     for distance, word in enumerate(reversed(before), start=1):
-        score += (10 - distance) * (word in stems)
+        score += (10 - distance) * weight(word)
     for distance, word in enumerate(after, start=1):
-        score += (4 - distance) * (word in stems)
+        score += (4 - distance) * weight(word)
     return score

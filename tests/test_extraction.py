@@ -317,6 +317,30 @@ def test_keyword_rule_reads_numbers_by_the_words_of_the_variable_name():
     assert apply_rule(rules["revenue"], "Sales were 10 and costs 4.") is None
 
 
+def test_a_shared_prefix_is_stripped_whatever_the_spacing_of_the_request():
+    from minicache.request import strip_prefix
+
+    prefix = 'Formula: ROA = (Net Income / Total Assets) x 100. Question:  '  # learned with two spaces
+    assert strip_prefix('Formula: ROA = (Net Income / Total Assets) x 100. Question: "Income $5, assets $50."',
+                        prefix) == '"Income $5, assets $50."'
+    assert strip_prefix("Formula: ROA = (Net Income / Total Assets)\nx 100.  Question:\t\"q 5\"", prefix) == '"q 5"'
+    # Not the prefix (a word differs, or a space is missing): the text is left whole.
+    assert strip_prefix("Formula: ROA = (Net Income / Total Assets) x 10. Question: q 5", prefix).startswith("Formula")
+    assert strip_prefix("Formula: ROA = (Net Income / Total Assets) x 100.Question: q 5", prefix).startswith("Formula")
+    assert strip_prefix("Formula: ROA", prefix) == "Formula: ROA"
+
+
+def test_keyword_rule_reads_the_number_next_to_the_names_acronym_in_capitals():
+    rule = KeywordRule(("earni", "per", "share"))
+    # "share" is near the price; "EPS" stands for all three words and is nearer the 9.
+    assert apply_rule(rule, "A telecom company reports a share price of $78 and EPS of $9.") == 9
+    assert apply_rule(rule, "A share price of $64 and Earnings per Share of $8.") == 8
+    # In lower case "eps" is a word like any other, not the acronym: nothing near the 9 names the variable.
+    assert apply_rule(rule, "a share price of $78 and eps of $9") == 78
+    # Two-word names have no acronym ("net income" is not "NI").
+    assert apply_rule(KeywordRule(("net", "incom")), "NI of $5 and assets of $50") is None
+
+
 FILLER = ("The board thanked the outgoing committee members for their service. "
           "Several unrelated operational remarks were recorded in the minutes. ") * 20
 

@@ -639,3 +639,26 @@ def test_which_hits_are_audited_is_seeded_so_two_runs_audit_the_same_ones(make):
     first = audited(seed=5)
     assert first and len(first) < len(CR_VALUES[3:] * 3)  # a sample, not all or none
     assert audited(seed=5) == first
+
+
+def test_a_model_choice_next_to_the_variables_acronym_is_not_refused_on_context():
+    from minicache.extraction import Extraction
+    from minicache.hit import corroborate
+
+    template = [Variable("market_value_per_share", "number", "market value per share"),
+                Variable("earnings_per_share", "number", "earnings per share")]
+    pairs = [("A stock with a market value per share of $230 and earnings per share of $23.",
+              {"market_value_per_share": 230, "earnings_per_share": 23}),
+             ("Earnings per share of $5 and a market value per share of $75.",
+              {"market_value_per_share": 75, "earnings_per_share": 5})]
+    entry = Entry(id="e", tenant="t", group_id="g", template=template, program="", rules={},
+                  validation={"extraction": "choice", "profile": learn_profile(template, pairs, [10, 15])})
+    chosen = Extraction({"market_value_per_share": 78, "earnings_per_share": 9}, "choice", 0.1)
+    # "EPS" names earnings per share: the 9 it stands next to is better described than the dividend's
+    # "$2 per share" (without the acronym the context check refused this right choice).
+    assert corroborate(entry, chosen, "A share price of $78, EPS of $9 and a dividend of $2 per share.", {},
+                       min_margin=1.0) is None
+    # The acronym does not excuse a wrong choice: the 2 is not next to "EPS".
+    wrong = Extraction({"market_value_per_share": 78, "earnings_per_share": 2}, "choice", 0.1)
+    with pytest.raises(HitRefused, match="^context"):
+        corroborate(entry, wrong, "A share price of $78, EPS of $9 and a dividend of $2 per share.", {}, min_margin=1.0)
