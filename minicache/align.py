@@ -109,7 +109,8 @@ def stems(words: list[str]) -> list[str]:
     return [stem(w) for w in words if (len(w) >= 3 or "_" in w) and w not in _STOP]
 
 
-_SEPARATORS = {",", ";", ".", ":", "!", "?", "and", "while", "whereas", "but", "with", "against", "versus"}
+_SEPARATORS = {",", ";", ".", ":", "!", "?", "and", "while", "whereas", "but", "with", "against", "versus",
+               "compared"}  # "$222,000 in current assets compared to $127,000 in current liabilities"
 # Words, and symbols written with an underscore, in any script ("(R_p)", "(σ_p)": a request that names
 # its variables so says which number is which, where the words around two numbers are alike).
 _TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")

@@ -278,8 +278,12 @@ def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[s
     taken = {p.start for ps in at.values() for p in ps}
     for var in numeric:
         mine, chosen = max(((score[var.name, p.start], p.start) for p in at[var.name]), default=(0.0, None))
-        other = max(((score[var.name, p.start], p) for p in pos if p.start not in taken),
-                    key=lambda t: t[0], default=(0.0, None))
+        # A number written as a word ("one year", "quarterly") competes only for a variable the
+        # examples wrote that way: formula-v10 refused two right Free Cash Flow choices because the
+        # words around "one"/"quarterly" ("operating", "cash flow") fit the cash flow better.
+        worded = any(k.startswith("word:") for k in (profile.get("kinds") or {}).get(var.name, ["word:"]))
+        other = max(((score[var.name, p.start], p) for p in pos if p.start not in taken
+                     and (worded or not p.kind.startswith("word:"))), key=lambda t: t[0], default=(0.0, None))
         if other[1] is not None and other[0] > mine:
             around = sorted(set(stems([w for w, _ in words[chosen]]))) if chosen is not None else []
             raise HitRefused("context", f"the words around {other[1].readings[0].text.strip()!r} match {var.name} "

@@ -641,18 +641,21 @@ def test_which_hits_are_audited_is_seeded_so_two_runs_audit_the_same_ones(make):
     assert audited(seed=5) == first
 
 
+def two_number_entry(names: tuple[str, str], examples: list[tuple[str, int, int]], answers: list[float]) -> Entry:
+    """A choice-extraction entry for two numeric variables, its profile learned from (text, a, b) examples."""
+    template = [Variable(name, "number", name.replace("_", " ")) for name in names]
+    pairs = [(text, dict(zip(names, (a, b), strict=True))) for text, a, b in examples]
+    return Entry(id="e", tenant="t", group_id="g", template=template, program="", rules={},
+                 validation={"extraction": "choice", "profile": learn_profile(template, pairs, answers)})
+
+
 def test_a_model_choice_next_to_the_variables_acronym_is_not_refused_on_context():
     from minicache.extraction import Extraction
     from minicache.hit import corroborate
 
-    template = [Variable("market_value_per_share", "number", "market value per share"),
-                Variable("earnings_per_share", "number", "earnings per share")]
-    pairs = [("A stock with a market value per share of $230 and earnings per share of $23.",
-              {"market_value_per_share": 230, "earnings_per_share": 23}),
-             ("Earnings per share of $5 and a market value per share of $75.",
-              {"market_value_per_share": 75, "earnings_per_share": 5})]
-    entry = Entry(id="e", tenant="t", group_id="g", template=template, program="", rules={},
-                  validation={"extraction": "choice", "profile": learn_profile(template, pairs, [10, 15])})
+    entry = two_number_entry(("market_value_per_share", "earnings_per_share"), [
+        ("A stock with a market value per share of $230 and earnings per share of $23.", 230, 23),
+        ("Earnings per share of $5 and a market value per share of $75.", 75, 5)], [10, 15])
     chosen = Extraction({"market_value_per_share": 78, "earnings_per_share": 9}, "choice", 0.1)
     # "EPS" names earnings per share: the 9 it stands next to is better described than the dividend's
     # "$2 per share" (without the acronym the context check refused this right choice).
@@ -662,3 +665,29 @@ def test_a_model_choice_next_to_the_variables_acronym_is_not_refused_on_context(
     wrong = Extraction({"market_value_per_share": 78, "earnings_per_share": 2}, "choice", 0.1)
     with pytest.raises(HitRefused, match="^context"):
         corroborate(entry, wrong, "A share price of $78, EPS of $9 and a dividend of $2 per share.", {}, min_margin=1.0)
+
+
+def test_a_number_written_as_a_word_does_not_compete_for_a_variable_never_written_that_way():
+    from minicache.extraction import Extraction
+    from minicache.hit import corroborate
+
+    entry = two_number_entry(("operating_cash_flow", "capital_expenditures"), [
+        ("A shop had operating cash flows of $50,000 and capital expenditures of $20,000.", 50000, 20000),
+        ("Capital expenditures of $5,000 against operating cash flows of $30,000.", 30000, 5000)], [30000, 25000])
+    text = "A bakery operating cash flows for one year of $28,000 with $8,000 of capital expenditures."
+    chosen = Extraction({"operating_cash_flow": 28000, "capital_expenditures": 8000}, "choice", 0.1)
+    assert corroborate(entry, chosen, text, {}, min_margin=1.0) is None
+    # Where the examples wrote the variable as a word, the word still competes.
+    entry.validation["profile"]["kinds"]["operating_cash_flow"] = ["money", "word:one"]
+    with pytest.raises(HitRefused, match="^context: the words around 'one'"):
+        corroborate(entry, chosen, text, {}, min_margin=1.0)
+
+
+def test_compared_to_separates_the_words_of_two_numbers():
+    from minicache.align import number_words
+
+    text = "A club has $222,000 in current assets compared to $127,000 in current liabilities."
+    pos = positions(text)
+    described = number_words(text, pos)
+    words = {p.values()[0]: [w for w, _ in described[p.start]] for p in pos}
+    assert "assets" in words[222000] and "assets" not in words[127000]
