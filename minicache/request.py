@@ -88,7 +88,7 @@ def strip_prefix(text: str, prefix: str) -> str:
 
     Runs of whitespace match runs of any length: the prefix is learned from the first examples, and
     requests of one template differ in spacing. On formula-v9, Return on Assets learned a prefix ending
-    ``Question:  "`` (two spaces) from its first two examples; 8 of its 10 later requests wrote one
+    in ``Question:`` and two spaces from its first two examples; 8 of its 10 later requests wrote one
     space, kept the formula's ``x 100`` in the text extraction read, and were refused because that
     100's words ("Net Income / Total Assets") fit net income better than the chosen number's."""
     if not prefix:
