@@ -281,7 +281,8 @@ def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[s
         # A number written as a word ("one year", "quarterly") competes only for a variable the
         # examples wrote that way: formula-v10 refused two right Free Cash Flow choices because the
         # words around "one"/"quarterly" ("operating", "cash flow") fit the cash flow better.
-        worded = any(k.startswith("word:") for k in (profile.get("kinds") or {}).get(var.name, ["word:"]))
+        kinds = (profile.get("kinds") or {}).get(var.name)  # None: not learned, every number competes
+        worded = kinds is None or any(k.startswith("word:") for k in kinds)
         other = max(((score[var.name, p.start], p) for p in pos if p.start not in taken
                      and (worded or not p.kind.startswith("word:"))), key=lambda t: t[0], default=(0.0, None))
         if other[1] is not None and other[0] > mine:
