@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,7 +46,9 @@ def check_grounded(template: list[Variable], values: dict[str, Any], text: str) 
                                       f"{', '.join(missing[:5]) or 'it is empty'} not found there")
 
 
-Method = Literal["rule", "align", "choice", "free"]  # how a hit's values were found; the last two use the model
+# How a hit's values were found; the last three use the model ("second-choice": a second choice with
+# one value the hit checks refuted taken out, minicache.hit.HitVerifier).
+Method = Literal["rule", "align", "choice", "free", "second-choice"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,13 +70,20 @@ def template_prompt(template: list[Variable]) -> str:
     return EXTRACT_SYSTEM.format(variables="\n".join(lines))
 
 
-def template_schema(template: list[Variable], candidates: list[float | int] | None) -> dict[str, Any]:
+def template_schema(template: list[Variable], candidates: list[float | int] | None,
+                    exclude: Mapping[str, Collection[Any]] | None = None) -> dict[str, Any]:
+    """The JSON schema of an extraction: each number one of ``candidates`` (less the values
+    ``exclude`` takes out for that variable) when given, else any number of its type."""
     props: dict[str, Any] = {}
     for v in template:
         if v.type == "string":
             props[v.name] = {"type": "string", "maxLength": 200}
         elif candidates:
-            props[v.name] = {"enum": candidates}
+            out = (exclude or {}).get(v.name, ())
+            allowed = [c for c in candidates if c not in out]
+            if not allowed:
+                raise ExtractionError(f"no value left for {v.name!r} once {list(out)} is taken out")
+            props[v.name] = {"enum": allowed}
         else:
             props[v.name] = {"type": "integer" if v.type == "integer" else "number"}
     return {"type": "object", "properties": props, "required": [v.name for v in template],
@@ -137,13 +147,16 @@ class Extractor:
             return None  # two variables read the same number: not the unambiguous match rules need
         return values
 
-    def by_model(self, template: list[Variable], text: str, *, choice: bool | None = None) -> Extraction:
+    def by_model(self, template: list[Variable], text: str, *, choice: bool | None = None,
+                 exclude: Mapping[str, Collection[Any]] | None = None) -> Extraction:
+        """The small model fills ``template``: choosing among the request's numbers (``choice``),
+        with the values ``exclude`` names taken out of a variable's choices, or freely."""
         choice = self.use_choice if choice is None else choice
         text = relevant_text(text)
         candidates = candidate_values(text) if choice else None
         if choice and not candidates:
             candidates = None
-        schema = template_schema(template, candidates)
+        schema = template_schema(template, candidates, exclude)
         began = time.perf_counter()
         try:
             out = self.small.complete(

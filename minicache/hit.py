@@ -6,11 +6,11 @@ story, with the reasons, is docs/hits.md):
 
 1. **Zero-model extraction.** Learned rules (two agreeing examples) and alignment with an exemplar
    (one validated example, :mod:`minicache.align`). When both resolve every variable they must agree.
-2. **Corroboration of model-chosen values.** When the small model chooses, its choice must agree with
-   every rule and aligned slot that applies, no number may fill two variables unless the request
-   writes it twice or the group's examples always had them equal, the words around each chosen
-   number must not point to another variable, and the decoder's margin (log-probability gap to the
-   runner-up) must be large enough where the backend reports it.
+2. **Corroboration of model-chosen values** (:mod:`minicache.corroboration`): rules, alignment, one
+   number per variable, the words around each chosen number, their order and the decoder's margin.
+   When a check refutes one variable's value (out of its range or written form, or one number in
+   two variables), the model chooses once more without that value (:meth:`HitVerifier.extract`),
+   and the second choice must pass every check.
 3. **Plausibility against the group's examples** (every path): each value in the sign, magnitude and
    written form (percent or not) the examples show, and written in the request where the examples
    wrote it; the answer in their sign and magnitude.
@@ -30,14 +30,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .align import Alignment, align, cue_score, learn_exemplars, number_words, positions, same_value, same_values, stems
-from .errors import HitRefused  # re-exported
+from .align import Alignment, align, learn_exemplars, positions, same_value, same_values
+from .corroboration import corroborate
+from .errors import ExtractionError, HitRefused  # HitRefused re-exported
 from .extraction import Extraction, Extractor, Method, check_types
-from .lifting import EXAMPLE_MARK
-from .rules import acronym, apply_rule, name_stems
 from .store.base import Entry, Variable
 
-MODEL_PATHS = ("choice", "free")  # extraction methods where the small model chose the values
+MODEL_PATHS = ("choice", "free", "second-choice")  # extraction methods where the small model chose the values
+# Checks whose refusal names one variable's value as wrong: the model may choose again without it.
+REFUTING = ("range", "unit", "unwritten", "duplicate")
 ZERO_MODEL_PATHS = ("rule", "align")
 
 
@@ -51,6 +52,9 @@ class VerifyConfig:
     exemplars: int = 3  # exemplars kept per entry for alignment
     align: bool = True  # zero-model alignment with exemplars (EngineConfig.use_rules=False switches it off too)
     reorder_check: bool = False  # a second model call with the variables in reverse order must agree
+    # A refuted value taken out, the model chooses once more (HitVerifier._second_choice). Off: replayed
+    # on formula-v11's 14 refutations it made no hit (scripts/second_choice_replay.py, docs/hits.md).
+    second_choice: bool = False
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
     # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly
     # pass (at least `probation_tenant_min` run, failure estimate (failed+1)/(run+2) at most
@@ -200,17 +204,19 @@ def check_values(profile: dict[str, Any], template: list[Variable], values: dict
             # Only the small model can give a number the request does not write. On WebShop-v2 it gave
             # max_price 140 (an entry's default) to requests with no price, twice: both wrong hits.
             raise HitRefused("unwritten", f"{var.name} was written in the examples' requests; {v} is not "
-                                          "written in this one")
+                                          "written in this one", variable=var.name)
         if seen_kinds and here:
             if seen_kinds == {"pct"} and "pct" not in here:
-                raise HitRefused("unit", f"{var.name} was a percentage in every example; {v} is not written as one")
+                raise HitRefused("unit", f"{var.name} was a percentage in every example; {v} is not written as one",
+                                 variable=var.name)
             if seen_kinds == {"money"} and all(k.startswith(("unit:", "word:")) for k in here):
                 # Written plainly ("assets 64,000") it may still be the amount; with a unit it is not.
                 # WebShop-v2's one wrong choice hit gave max_price ($ in every example) the 1 of "1tb".
                 raise HitRefused("unit", f"{var.name} was a money amount in every example; {v} is written "
-                                         f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}")
+                                         f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}", variable=var.name)
             if "pct" not in seen_kinds and here == {"pct"}:
-                raise HitRefused("unit", f"{var.name} was never a percentage in the examples; {v} is written as one")
+                raise HitRefused("unit", f"{var.name} was never a percentage in the examples; {v} is written as one",
+                                 variable=var.name)
 
 
 def _checked_values(profile: dict[str, Any], template: list[Variable], values: dict[str, Any], text: str,
@@ -229,95 +235,6 @@ def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
         why = _outside(value, profile.get("answers", []), factor)
         if why:
             raise HitRefused("answer", why)
-
-
-def _cues(var: Variable, profile: dict[str, Any]) -> set[str]:
-    """Words that say what a variable is: its name and the name's acronym ("eps"), its description
-    (with the example's own words, which lifting records after EXAMPLE_MARK), its cue words in each
-    exemplar, and those learned from context refusals the miss path showed unfounded
-    (``profile["cues"]``, :mod:`minicache.refusals`)."""
-    import re
-
-    said = var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")
-    words = re.findall(r"[a-z]+", said.lower())
-    found = set(stems(words)) | {a for a in [acronym(name_stems(var.name))] if a}
-    for ex in profile.get("exemplars", []):
-        found |= set((ex.get("slots", {}).get(var.name) or {}).get("cues", []))
-    return found | set((profile.get("cues") or {}).get(var.name, []))
-
-
-def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any],
-                min_margin: float) -> None:
-    """Refuse a model's choice that any independent signal contradicts (see the module docstring)."""
-    values = extraction.variables
-    numeric = [v for v in entry.template if v.type != "string" and isinstance(values.get(v.name), (int, float))]
-    said_by_rules = {var.name: apply_rule(entry.rules[var.name], text) for var in numeric if entry.rules.get(var.name)}
-    for var in numeric:
-        said = said_by_rules.get(var.name)
-        if said is not None and said != values[var.name]:
-            read = {k: v for k, v in said_by_rules.items() if v is not None}
-            raise HitRefused("rule", f"the rule reads {var.name}={said}, the model chose {values[var.name]}",
-                             readings={"rule": {**values, **read}, "model": dict(values)})
-        if var.name in partial and partial[var.name] != values[var.name]:
-            raise HitRefused("align", f"alignment reads {var.name}={partial[var.name]}, "
-                                      f"the model chose {values[var.name]}")
-    pos = positions(text)
-    equal = {frozenset(pair) for pair in (entry.validation.get("profile") or {}).get("equal", [])}
-    for i, a in enumerate(numeric):
-        for b in numeric[i + 1:]:
-            v = values[a.name]
-            if values[b.name] == v and frozenset((a.name, b.name)) not in equal:
-                written = sum(v in p.values() for p in pos)
-                if written < 2:
-                    raise HitRefused("duplicate", f"{a.name} and {b.name} both took {v}, written once")
-    profile = entry.validation.get("profile") or {}
-    cues = {var.name: _cues(var, profile) for var in numeric}
-    words = number_words(text, pos)
-    score = {(var.name, p.start): cue_score(words[p.start], cues[var.name]) for var in numeric for p in pos}
-    at = {var.name: [p for p in pos if values[var.name] in p.values()] for var in numeric}
-    taken = {p.start for ps in at.values() for p in ps}
-    for var in numeric:
-        mine, chosen = max(((score[var.name, p.start], p.start) for p in at[var.name]), default=(0.0, None))
-        # A number written as a word ("one year", "quarterly") competes only for a variable the
-        # examples wrote that way: formula-v10 refused two right Free Cash Flow choices because the
-        # words around "one"/"quarterly" ("operating", "cash flow") fit the cash flow better.
-        kinds = (profile.get("kinds") or {}).get(var.name)  # None: not learned, every number competes
-        worded = kinds is None or any(k.startswith("word:") for k in kinds)
-        other = max(((score[var.name, p.start], p) for p in pos if p.start not in taken
-                     and (worded or not p.kind.startswith("word:"))), key=lambda t: t[0], default=(0.0, None))
-        if other[1] is not None and other[0] > mine:
-            around = sorted(set(stems([w for w, _ in words[chosen]]))) if chosen is not None else []
-            raise HitRefused("context", f"the words around {other[1].readings[0].text.strip()!r} match {var.name} "
-                                        f"better than those around the chosen {values[var.name]}",
-                             readings={"hit": dict(values)}, variable=var.name, cues=around)
-    _check_swaps(numeric, at, score)
-    margins = extraction.detail.get("margins") or {}
-    low = {k: m for k, m in margins.items() if m is not None and m < min_margin}
-    if low:
-        name, margin = min(low.items(), key=lambda t: t[1])
-        raise HitRefused("margin", f"the model chose {name} by a log-probability margin of {margin:.2f} "
-                                   f"(at least {min_margin} needed)")
-
-
-def _check_swaps(numeric: list[Variable], at: dict[str, list[Any]], score: dict[tuple[str, int], float]) -> None:
-    """Refuse when the chosen numbers, given to the variables in another order, fit their words better."""
-    import itertools
-
-    if not 2 <= len(numeric) <= 7 or any(len(at[v.name]) != 1 for v in numeric):
-        return  # a value written at several places (or not at all) has no single place to swap
-    names = [v.name for v in numeric]
-    places = [at[n][0].start for n in names]
-    if len(set(places)) < len(places):
-        return
-
-    def total(order: tuple[int, ...]) -> float:
-        return sum(score[n, s] for n, s in zip(names, order, strict=True))
-
-    mine = total(tuple(places))
-    best = max(itertools.permutations(places), key=total)
-    if total(best) > mine:
-        moved = [n for n, a, b in zip(names, places, best, strict=True) if a != b]
-        raise HitRefused("swap", f"the words around the chosen numbers fit {', '.join(moved)} better in another order")
 
 
 class HitVerifier:
@@ -368,8 +285,13 @@ class HitVerifier:
             raise HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
         mode = entry.validation.get("extraction", "choice")
         extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"))
-        _checked_values(profile, entry.template, extraction.variables, text, self.config.value_range)
-        corroborate(entry, extraction, text, partial, self.config.min_margin)
+        try:
+            self._corroborated(entry, extraction, text, partial)
+        except HitRefused as refused:
+            if mode != "choice" or not self.config.second_choice:
+                raise
+            extraction = self._second_choice(entry, extraction, text, partial, refused)
+            extraction.seconds = time.perf_counter() - began
         if self.config.reorder_check and len(entry.template) > 1:
             # A model that fills variables by their order in the prompt, not by meaning, changes its
             # answer when the order changes. Costs a second call: off unless asked for.
@@ -381,6 +303,36 @@ class HitVerifier:
             extraction.small_tokens += again.small_tokens
             extraction.seconds = time.perf_counter() - began
         return extraction
+
+    def _corroborated(self, entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any]) -> None:
+        profile = entry.validation.get("profile") or {}
+        _checked_values(profile, entry.template, extraction.variables, text, self.config.value_range)
+        corroborate(entry, extraction, text, partial, self.config.min_margin)
+
+    def _second_choice(self, entry: Entry, first: Extraction, text: str, partial: dict[str, Any],
+                       refused: HitRefused) -> Extraction:
+        """The model chooses again with the one value a check refuted taken out of that variable's
+        choices, and the new choice must pass every check. Only a refutation qualifies (a value
+        outside the variable's range or written form, or one number in two variables): the check
+        names a value that is wrong for that variable. A disagreement (with a rule, an alignment, the
+        words around another number, the order) or a small margin says the request is unclear, and
+        the miss path answers it. When the second choice fails too, the first refusal is raised: it
+        is the one that the refusal review compares with the miss answer (minicache.refusals)."""
+        name = refused.variable
+        if refused.check not in REFUTING or name is None or name not in first.variables:
+            raise refused
+        value = first.variables[name]
+        try:
+            again = self.extractor.by_model(entry.template, text, choice=True, exclude={name: [value]})
+            if again.variables.get(name) == value:  # a backend that ignored the schema
+                raise HitRefused(refused.check, "the value was chosen again")
+            self._corroborated(entry, again, text, partial)
+        except ExtractionError:  # HitRefused included
+            raise refused from None
+        again.method = "second-choice"
+        again.small_tokens += first.small_tokens
+        again.detail["first_choice"] = {"refused": refused.check, "variable": name, "value": value}
+        return again
 
     def check_answer(self, entry: Entry, value: Any) -> None:
         check_answer(entry.validation.get("profile") or {}, value, self.config.answer_range)

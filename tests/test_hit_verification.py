@@ -650,8 +650,8 @@ def two_number_entry(names: tuple[str, str], examples: list[tuple[str, int, int]
 
 
 def test_a_model_choice_next_to_the_variables_acronym_is_not_refused_on_context():
+    from minicache.corroboration import corroborate
     from minicache.extraction import Extraction
-    from minicache.hit import corroborate
 
     entry = two_number_entry(("market_value_per_share", "earnings_per_share"), [
         ("A stock with a market value per share of $230 and earnings per share of $23.", 230, 23),
@@ -668,8 +668,8 @@ def test_a_model_choice_next_to_the_variables_acronym_is_not_refused_on_context(
 
 
 def test_a_number_written_as_a_word_does_not_compete_for_a_variable_never_written_that_way():
+    from minicache.corroboration import corroborate
     from minicache.extraction import Extraction
-    from minicache.hit import corroborate
 
     entry = two_number_entry(("operating_cash_flow", "capital_expenditures"), [
         ("A shop had operating cash flows of $50,000 and capital expenditures of $20,000.", 50000, 20000),
@@ -691,3 +691,81 @@ def test_compared_to_separates_the_words_of_two_numbers():
     described = number_words(text, pos)
     words = {p.values()[0]: [w for w, _ in described[p.start]] for p in pos}
     assert "assets" in words[222000] and "assets" not in words[127000]
+
+
+SECOND = VerifyConfig(second_choice=True)
+
+
+class EnumSmall:
+    """Chooses, for each variable, its ``prefer``red value while the schema still allows it, else the
+    first value allowed; records the schemas it was given and reports the given margins."""
+
+    name = "enum-small"
+
+    def __init__(self, prefer: dict[str, float], margins: list[dict[str, float]] | None = None) -> None:
+        self.prefer, self.margins, self.schemas = prefer, list(margins or []), []
+
+    def complete(self, messages, options=None):
+        props = options.json_schema["properties"]
+        self.schemas.append(props)
+        values = {k: self.prefer[k] if self.prefer[k] in spec["enum"] else spec["enum"][0] for k, spec in props.items()}
+        margins = self.margins.pop(0) if self.margins else {}
+        return Completion(text=json.dumps(values), prompt_tokens=10, completion_tokens=5, choice_margins=margins)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_value_a_check_refutes_is_taken_out_and_the_models_second_choice_is_served():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    small = EnumSmall({"current_assets": 64000, "current_liabilities": 64000})  # one number twice
+    served = HitVerifier(Extractor(small), SECOND).extract(cr_entry(exemplars=False), text)
+    assert served.method == "second-choice"
+    assert served.variables == {"current_assets": 64000, "current_liabilities": 16000}
+    # The 64,000 stays with the variable its words describe ("current assets"): only the liabilities lose it.
+    assert small.schemas[1]["current_liabilities"]["enum"] == [16000]
+    assert small.schemas[1]["current_assets"]["enum"] == [64000, 16000]
+    assert served.detail["first_choice"] == {"refused": "duplicate", "variable": "current_liabilities",
+                                             "value": 64000}
+    assert served.small_tokens == 30  # both calls
+
+
+def test_a_second_choice_must_pass_every_check_or_the_first_refusal_stands():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    # The second choice is right but the decoder was unsure of it: refused, and the refusal the miss
+    # path is compared with is the first one (the duplicate).
+    small = EnumSmall({"current_assets": 64000, "current_liabilities": 64000},
+                      margins=[{}, {"current_liabilities": 0.2}])
+    with pytest.raises(HitRefused, match="^duplicate: current_assets and current_liabilities both took 64000"):
+        HitVerifier(Extractor(small), SECOND).extract(cr_entry(exemplars=False), text)
+    assert len(small.schemas) == 2
+    # A value outside the variable's range is taken out too; when nothing is left the first refusal stands.
+    far = "What is the current ratio if current assets are $64,000,000 and current liabilities total $16,000?"
+    small = EnumSmall({"current_assets": 64000000, "current_liabilities": 16000})
+    with pytest.raises(HitRefused, match="^range: current_assets"):
+        HitVerifier(Extractor(small), SECOND).extract(cr_entry(exemplars=False), far)
+    assert small.schemas[1]["current_assets"]["enum"] == [16000]  # chose 16000 again for both: refused
+
+
+def test_a_disagreement_or_a_small_margin_gets_no_second_choice():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    unsure = EnumSmall({"current_assets": 64000, "current_liabilities": 16000}, margins=[{"current_assets": 0.3}])
+    with pytest.raises(HitRefused, match="^margin"):
+        HitVerifier(Extractor(unsure), SECOND).extract(cr_entry(exemplars=False), text)
+    rules = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}
+    contradicted = EnumSmall({"current_assets": 16000, "current_liabilities": 64000})
+    with pytest.raises(HitRefused, match="^rule"):
+        HitVerifier(Extractor(contradicted), SECOND).extract(cr_entry(rules=rules, exemplars=False), text)
+    off = EnumSmall({"current_assets": 64000, "current_liabilities": 64000})
+    with pytest.raises(HitRefused, match="^duplicate"):
+        HitVerifier(Extractor(off)).extract(cr_entry(exemplars=False), text)  # off by default
+    assert [len(s.schemas) for s in (unsure, contradicted, off)] == [1, 1, 1]
+
+
+def test_a_second_choice_hit_is_served_and_counted_as_a_model_hit(make):
+    mc = make(use_rules=False, verify=VerifyConfig(probation=0, second_choice=True))  # the model chooses
+    warm(mc, CURRENT_RATIO, CR_VALUES[:3], group="cr")
+    mc.small = mc.extractor.small = mc.verifier.extractor.small = EnumSmall(
+        {"current_assets": 64000, "current_liabilities": 64000})
+    result = mc.solve(REWORDED.format(64000, 16000), group="cr")
+    assert result.route == "hit" and result.extraction == "second-choice" and result.answer == pytest.approx(4.0)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, FakeTarget, HashEmbedder
+from minicache.corroboration import corroborate
 from minicache.engine import EngineConfig, MiniCache
 from minicache.extraction import Extraction
-from minicache.hit import HitRefused, VerifyConfig, corroborate, learn_profile
+from minicache.hit import HitRefused, VerifyConfig, learn_profile
 from minicache.refusals import revise
 from minicache.store import Entry, SQLiteStore, Variable
 from test_hit_verification import SwappingSmall

@@ -1,0 +1,83 @@
+"""Replay a run's refused would-be hits through today's hit verifier with a second choice, on the real small model.
+
+For each minicache row of ``RUN/requests.jsonl`` that fell back on a refusal of one of the ``--checks``
+(by default the refutations that get a second choice: range, unit, unwritten, duplicate), the group's
+entry that was active when the request came (the latest one created before it, from ``RUN/minicache.db``)
+verifies the request again: a hit runs the entry's program in the sandbox and its answer is compared
+with the gold answer and with pot's on the same request (same row file). Nothing is written to the
+run's folder (the store is copied to a temporary file). No target model is loaded.
+
+    .venv/bin/python scripts/second_choice_replay.py benchmarks/results/formula-v11 --dataset formula
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from minicache.answers import check_answer
+from minicache.bench.data import is_correct, load
+from minicache.errors import MiniCacheError
+from minicache.extraction import Extractor
+from minicache.hit import REFUTING, HitRefused, HitVerifier, VerifyConfig
+from minicache.models.base import set_real_models_allowed
+from minicache.models.llamacpp import LlamaCppBackend
+from minicache.request import request_text
+from minicache.sandbox import SandboxPool
+from minicache.store import SQLiteStore
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path, help="a benchmark result folder (requests.jsonl, minicache.db)")
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--checks", default=",".join(REFUTING), help="refusal checks to replay (comma-separated)")
+    args = ap.parse_args()
+    checks = set(args.checks.split(","))
+    rows = [json.loads(line) for line in (args.run / "requests.jsonl").read_text().splitlines() if line.strip()]
+    pot = {r["id"]: r for r in rows if r["method"] == "pot"}
+    requests = {str(r.id): r for r in load(args.dataset)}
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "minicache.db"
+        shutil.copy(args.run / "minicache.db", db)
+        entries = sqlite3.connect(db).execute("select id, group_id, created_at from entries").fetchall()
+        store = SQLiteStore(db)
+        set_real_models_allowed(True)
+        verifier = HitVerifier(Extractor(LlamaCppBackend.embedded("small")), VerifyConfig(second_choice=True))
+        tally: dict[str, int] = {}
+        with SandboxPool() as sandbox:
+            for row in rows:
+                reason = (row["detail"] or {}).get("fallback_reason") or ""
+                check = reason.removeprefix("HitRefused: ").split(":", 1)[0]
+                if row["method"] != "minicache" or not reason.startswith("HitRefused") or check not in checks:
+                    continue
+                group = row["detail"]["group"]
+                before = [e for e in entries if e[1] == group and e[2] <= row["started_at"]]
+                entry = store.get_entry("default", max(before, key=lambda e: e[2])[0]) if before else None
+                if entry is None:
+                    continue
+                req = requests[str(row["id"])]
+                try:
+                    ex = verifier.extract(entry, request_text(req.question, req.context))
+                    answer = check_answer(sandbox.run(entry.program, ex.variables).value)
+                    verifier.check_answer(entry, answer)
+                except HitRefused as exc:
+                    outcome = f"refused {exc.check}"
+                except MiniCacheError as exc:
+                    outcome = f"failed {type(exc).__name__}"
+                else:
+                    right = is_correct(req, answer)
+                    outcome = f"hit {ex.method} {'right' if right else 'wrong'}"
+                    outcome += " (pot right)" if pot[row["id"]]["correct"] else " (pot wrong)"
+                tally[outcome] = tally.get(outcome, 0) + 1
+                print(f"{row['id']:24} was {check:10} -> {outcome}", flush=True)
+        store.close()
+    print("\n" + "\n".join(f"{n:4}  {k}" for k, n in sorted(tally.items(), key=lambda t: -t[1])))
+
+
+if __name__ == "__main__":
+    main()
