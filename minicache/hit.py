@@ -8,9 +8,9 @@ story, with the reasons, is docs/hits.md):
    (one validated example, :mod:`minicache.align`). When both resolve every variable they must agree.
 2. **Corroboration of model-chosen values** (:mod:`minicache.corroboration`): rules, alignment, one
    number per variable, the words around each chosen number, their order and the decoder's margin.
-   When a check refutes one variable's value (out of its range or written form, or one number in
-   two variables), the model chooses once more without that value (:meth:`HitVerifier.extract`),
-   and the second choice must pass every check.
+   With ``VerifyConfig.second_choice`` (off by default), when a check refutes one variable's value
+   (out of its range or written form, or one number in two variables), the model chooses once
+   more without that value (:meth:`HitVerifier._second_choice`), and that choice must pass every check.
 3. **Plausibility against the group's examples** (every path): each value in the sign, magnitude and
    written form (percent or not) the examples show, and written in the request where the examples
    wrote it; the answer in their sign and magnitude.
