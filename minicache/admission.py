@@ -28,6 +28,19 @@ with every term estimated from the workload as it runs:
   recurring (E was 1.4-2.6 after 95 Formula requests whose groups recur about 18 times each).
   Everything is kept as running sums per arrival count, so an estimate costs O(n).
 
+**The target's generalization**, a build's dear step (55-115 s of compute on the 2-core VM against
+a 4-12 s miss), is priced on its own, by the same rule, when the group's own programs have failed:
+
+    P(generalization makes an entry) x E[future arrivals] x (miss cost - hit cost) > its cost
+
+with P = (made + 1) / (asked + 2) and the cost the mean of its measured seconds, both over the
+tenant's record in the store (the counters ``generalizations``, ``generalizations_ok``,
+``generalize_ms``: shared by replicas, kept across restarts), and ``generalize_prior`` misses until
+one is measured. Why apart from the build's P(ok): the lifted steps are cheap and often succeed,
+the target's attempt is dear and made no entry in any committed run whose store is kept (Formula
+v3-v11, SVAMP, TAT-QA, WebShop, no-repetition; docs/hits.md, section 5); priced together, each
+retry asked the target again (tatqa-v2: 115 s, tatqa-v3: 93.4 s, each the worst block of its run).
+
 A group with a single arrival is never built, whatever the estimate. For the first
 ``warmup_requests`` requests of a process the estimates are not trusted yet and ``build_after``
 alone decides.
@@ -53,6 +66,9 @@ from typing import Any
 from .store.base import Example, Group, Store
 
 MAX_RECORDED = 5  # failing examples / requests kept per group
+# A tenant's record of target generalizations, as store counters: asked, made an entry, milliseconds.
+GENERALIZE_COUNTERS = ("generalizations", "generalizations_ok", "generalize_ms")
+TARGET_NOT_ADMITTED = "not asked: a generalization is not expected to pay"
 
 
 @dataclass
@@ -70,6 +86,9 @@ class AdmissionConfig:
     # Requests ahead that a build's hits are counted over; None: as many as the tenant has sent.
     # Set it when the traffic is known (e.g. a tenant's daily volume when processes restart daily).
     horizon_requests: int | None = None
+    # A target generalization's cost in misses until the tenant's are measured (measured since: 13-15
+    # on Formula, 8-10 on TAT-QA, 2026-11-29 to 12-04).
+    generalize_prior: float = 8.0
     backoff_s: float = 60.0  # back-off after a group's second failed build; doubles with each after
     backoff_max_s: float = 86_400.0
 
@@ -227,6 +246,29 @@ class Admission:
         return {"n": n, "future": future, "p_ok": p_ok, "miss_s": miss, "hit_s": hit, "p_fallback": p_fallback,
                 "build_s": build, "gain_s": p_ok * future * (miss - hit) - build}
 
+    def generalization_estimate(self, tenant: str, n: int, record: Mapping[str, int],
+                                first_misses: int = 0) -> dict[str, float]:
+        """The terms of asking the target to generalize a group seen ``n`` times, from the tenant's
+        ``record`` (its counters: :data:`GENERALIZE_COUNTERS`), and the expected gain in seconds."""
+        asked, made, ms = (record.get(name, 0) for name in GENERALIZE_COUNTERS)
+        miss = self.miss.value
+        hit, _ = self.hit_attempt_cost()
+        cost = ms / 1000 / asked if asked else self.config.generalize_prior * miss
+        p_ok = (made + 1) / (asked + 2)
+        future = max(0.0, self.expected_future(tenant, n) - first_misses)
+        return {"n": n, "asked": asked, "made": made, "p_ok": p_ok, "future": future, "miss_s": miss,
+                "hit_s": hit, "cost_s": cost, "gain_s": p_ok * future * (miss - hit) - cost}
+
+    def target_declined(self, tenant: str, n: int, record: Mapping[str, int], first_misses: int = 0) -> str | None:
+        """Why a build whose own programs failed does not ask the target to generalize a group seen
+        ``n`` times (module doc), or None when it asks: always, until the estimates are trusted."""
+        t = self.generalization_estimate(tenant, n, record, first_misses)
+        if not self.trusted() or t["gain_s"] > 0:
+            return None
+        return (f"{TARGET_NOT_ADMITTED} ({t['made']:.0f} of the tenant's {t['asked']:.0f} made an entry; "
+                f"{t['p_ok']:.2f} x {t['future']:.1f} arrivals x {t['miss_s'] - t['hit_s']:.1f} s "
+                f"against {t['cost_s']:.1f} s)")
+
     def trusted(self) -> bool:
         """Whether the estimates decide (admission on, misses measured, the warm-up over); until then
         ``build_after`` alone does, and no group is built early (EngineConfig.build_early)."""
@@ -275,6 +317,14 @@ def record_build_failure(store: Store, group: Group, attempts: list[dict[str, An
                "feedback": feedback}
     store.set_group_failure(group.tenant, group.id, failure)
     return failure
+
+
+def record_generalization(store: Store, tenant: str, seconds: float, ok: bool) -> None:
+    """Add one target generalization to the tenant's record (:data:`GENERALIZE_COUNTERS`)."""
+    store.bump(tenant, "generalizations")
+    store.bump(tenant, "generalize_ms", max(0, round(seconds * 1000)))
+    if ok:
+        store.bump(tenant, "generalizations_ok")
 
 
 def record_failed_hit(store: Store, tenant: str, group_id: str, question: str, reason: str, evicted: bool) -> None:

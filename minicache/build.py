@@ -6,7 +6,8 @@ and ranked by model-free agreement with the group's other examples (:mod:`minica
 trusts one only after the real hit path (extraction, then the program) reproduces enough held
 examples (:meth:`Builder.validate`). Failing those, the target writes a generalized program
 (:func:`minicache.synthesis.generalize`), if another example backs one of the group's own programs
-or none could be lifted (``NO_SHARED_COMPUTATION``). :class:`BuildQueue` decides when a group is built and
+or none could be lifted (``NO_SHARED_COMPUTATION``), and if admission, from the tenant's record of
+generalizations, expects it to pay. :class:`BuildQueue` decides when a group is built and
 runs builds in the background; what a failed build failed on is recorded for the next one
 (:mod:`minicache.admission`).
 """
@@ -20,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypedDict
 
-from .admission import Admission, backing_off, record_build_failure, validation_set
+from .admission import Admission, backing_off, record_build_failure, record_generalization, validation_set
 from .align import align, learn_exemplar
 from .answers import check_answer
 from .candidates import Candidate, own_candidates
@@ -165,10 +166,16 @@ class Builder:
                 attempts.append({"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION})
                 break
             elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
+                declined = self._target_declined(tenant, group_id, len(examples))
+                if declined is not None:
+                    attempts.append({"source": "target-build", "ok": False, "error": declined})
+                    break
+                asked = time.perf_counter() - thread_waited_s()  # its compute: wall time less lock waits
                 try:
                     source, used = generalize(self.target, held, feedback)
                 except BackendError as exc:
                     attempts.append({"source": "target-build", "error": str(exc)})
+                    record_generalization(self.store, tenant, time.perf_counter() - thread_waited_s() - asked, False)
                     break
                 self.store.bump(tenant, "target_tokens", used)
                 cand = Candidate("target-build", source, held[0])  # its defaults: the first example's values
@@ -191,6 +198,8 @@ class Builder:
                 else:
                     record.ok, record.error = False, "no validated example to take its defaults from"
             attempts.append({"source": cand.kind, "ok": record.ok, "error": record.error, "agreements": cand.score})
+            if cand.kind == "target-build":
+                record_generalization(self.store, tenant, time.perf_counter() - thread_waited_s() - asked, record.ok)
             if record.ok:
                 return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
             failing = [c for c in record.checks if not c.match]
@@ -205,6 +214,13 @@ class Builder:
         self.store.bump(tenant, "builds_failed")
         self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
         return None
+
+    def _target_declined(self, tenant: str, group_id: str, n_examples: int) -> str | None:
+        """Why the target is not asked to generalize (:meth:`Admission.target_declined`), or None."""
+        counters = self.store.counters(tenant)
+        first_misses = self.config.verify.probation if needs_probation(counters, self.config.verify) else 0
+        seen = max(n_examples, self.admission.arrivals(tenant, group_id))
+        return self.admission.target_declined(tenant, seen, counters, first_misses)
 
     def _store_entry(self, tenant: str, group_id: str, cand: Candidate, record: Validation,
                      attempts: list[Attempt], examples: list[Example], held: list[Example],

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
-from minicache.admission import Admission, AdmissionConfig
+from minicache.admission import TARGET_NOT_ADMITTED, Admission, AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit import VerifyConfig
 from minicache.store import SQLiteStore
@@ -264,6 +264,76 @@ def test_arrivals_a_new_entry_answers_as_misses_on_probation_bring_no_gain():
     assert on_probation["future"] == pytest.approx(plain["future"] - 1)
     assert on_probation["gain_s"] < plain["gain_s"]
     assert admission.estimate("t", 2, first_misses=100)["future"] == 0.0
+
+
+# -- the target's generalization, priced by the tenant's record ---------------------------------
+
+def test_a_generalization_is_priced_by_the_tenants_record_of_them():
+    admission = Admission(AdmissionConfig(warmup_requests=0, horizon_requests=40, generalize_prior=8.0))
+    costs(admission, miss=10.0, hit=1.0, build=5.0)
+    for _ in range(3):
+        admission.observe_request("t", "g", "miss", 10.0)
+    unmeasured = admission.generalization_estimate("t", 3, {})
+    assert (unmeasured["p_ok"], unmeasured["cost_s"]) == (0.5, pytest.approx(8 * admission.miss.value))
+    assert admission.target_declined("t", 3, {}) is None  # 0.5 x 40 arrivals x 7.9 s > 80 s
+    never_made = {"generalizations": 4, "generalizations_ok": 0, "generalize_ms": 4 * 90_000}
+    terms = admission.generalization_estimate("t", 3, never_made)
+    assert (terms["p_ok"], terms["cost_s"]) == (pytest.approx(1 / 6), pytest.approx(90.0)) and terms["gain_s"] < 0
+    reason = admission.target_declined("t", 3, never_made)
+    assert reason is not None and reason.startswith(TARGET_NOT_ADMITTED) and "0 of the tenant's 4" in reason
+    usually_made = {"generalizations": 4, "generalizations_ok": 3, "generalize_ms": 4 * 20_000}
+    assert admission.target_declined("t", 3, usually_made) is None
+
+
+def test_during_the_warm_up_the_target_is_asked_whatever_the_record():
+    admission = Admission(AdmissionConfig(warmup_requests=100))
+    admission.observe_request("t", "g", "miss", 10.0)
+    record = {"generalizations": 9, "generalizations_ok": 0, "generalize_ms": 9 * 500_000}
+    assert admission.generalization_estimate("t", 3, record)["gain_s"] < 0
+    assert admission.target_declined("t", 3, record) is None
+
+
+def generalizing(make, record: dict[str, int]) -> MiniCache:
+    """An engine past its warm-up whose misses write nothing to lift (the target must generalize),
+    with ``record`` as the tenant's past generalizations and costs that make the build itself pay."""
+    mc = make(admission=AdmissionConfig(warmup_requests=0, horizon_requests=50))
+    mc.target.mode = "constant"
+    costs(mc.admission, miss=100.0, hit=0.0, build=0.001)
+    for name, value in record.items():
+        mc.store.bump("default", name, value)
+    return mc
+
+
+def test_a_tenant_whose_generalizations_never_made_an_entry_stops_asking_the_target(make):
+    mc = generalizing(make, {"generalizations": 4, "generalizations_ok": 0, "generalize_ms": 4 * 1_000_000})
+    for values in CR_VALUES[:3]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    group = mc.store.list_groups("default")[0]
+    assert mc.target.build_calls == 0 and mc.store.list_entries("default") == []
+    attempt = mc.store.group_failure("default", group.id)["attempts"][-1]
+    assert attempt["source"] == "target-build" and attempt["error"].startswith(TARGET_NOT_ADMITTED)
+    assert mc.store.counters("default")["generalizations"] == 4  # nothing asked, nothing added
+
+
+def test_a_generalization_asked_adds_its_outcome_and_seconds_to_the_tenants_record(make):
+    mc = generalizing(make, {})
+    for values in CR_VALUES[:3]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    entry = mc.store.list_entries("default", "active")[0]
+    assert mc.target.build_calls == 1 and entry.validation["source"] == "target-build"
+    counters = mc.store.counters("default")
+    assert (counters["generalizations"], counters["generalizations_ok"]) == (1, 1)
+    assert counters.get("generalize_ms", 0) >= 0
+
+
+def test_a_generalization_that_fails_counts_as_asked_and_not_made(make):
+    mc = generalizing(make, {})
+    mc.target.build_mode = "broken"
+    for values in CR_VALUES[:3]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    counters = mc.store.counters("default")
+    assert mc.target.build_calls == 1 and counters["generalizations"] == 1
+    assert counters.get("generalizations_ok", 0) == 0
 
 
 # -- early builds (EngineConfig.build_early) ---------------------------------------------------
