@@ -222,6 +222,10 @@ class MiniCache:
             "fallbacks": counters.get("fallbacks", 0), "errors": counters.get("errors", 0),
             "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
             "builds_ok": counters.get("builds_ok", 0), "builds_failed": counters.get("builds_failed", 0),
+            # the target's generalizations in builds (admission prices them from these: docs/hits.md, section 5)
+            "generalizations": counters.get("generalizations", 0),
+            "generalizations_ok": counters.get("generalizations_ok", 0),
+            "generalize_s": counters.get("generalize_ms", 0) / 1000,
             "evictions": counters.get("evictions", 0),
             "hit_refusals": counters.get("hit_refusals", 0), "audits": counters.get("audits", 0),
             "audits_disagreed": counters.get("audits_disagreed", 0),

@@ -37,7 +37,7 @@ class EngineCollector(Collector):
                                               labels=["tenant"])
                     for name in ("requests", "hits", "misses", "fallbacks", "errors", "evictions",
                                  "hit_refusals", "refusals_overturned", "audits", "audits_disagreed", "probations",
-                                 "probations_failed")}
+                                 "probations_failed", "generalizations", "generalizations_ok")}
         builds = CounterMetricFamily("minicache_builds", "Entry builds by outcome (from the store)",
                                      labels=["tenant", "outcome"])
         hit_rate = GaugeMetricFamily("minicache_hit_rate", "hits / requests since the store was created",
