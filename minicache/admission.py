@@ -86,8 +86,8 @@ class AdmissionConfig:
     # Requests ahead that a build's hits are counted over; None: as many as the tenant has sent.
     # Set it when the traffic is known (e.g. a tenant's daily volume when processes restart daily).
     horizon_requests: int | None = None
-    # A target generalization's cost in misses until the tenant's are measured (measured since: 13-15
-    # on Formula, 8-10 on TAT-QA, 2026-11-29 to 12-04).
+    # A target generalization's cost in misses until the tenant's are measured (measured on the 2-core
+    # VM: 13-15 misses on Formula, 5.6-10 on TAT-QA, 2026-11-29 to 12-04; docs/hits.md, section 5).
     generalize_prior: float = 8.0
     backoff_s: float = 60.0  # back-off after a group's second failed build; doubles with each after
     backoff_max_s: float = 86_400.0
