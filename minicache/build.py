@@ -31,7 +31,7 @@ from .events import EventLog
 from .extraction import Extractor, check_types
 from .hit import learn_profile, needs_probation, probation_reason
 from .models.base import ModelBackend
-from .models.compute import thread_waited_s
+from .models.compute import compute_clock
 from .numbers import candidate_values
 from .request import request_text, shared_prefix, strip_prefix
 from .rules import learn_rules
@@ -117,11 +117,11 @@ class Builder:
         try:
             if self.store.active_entry(tenant, group_id) is not None:  # another replica just built it
                 return None
-            began, waited = time.perf_counter(), thread_waited_s()
+            began = compute_clock()
             entry = self._build_locked(tenant, group_id)
             # What the build cost the machine: its wall time less the time it waited for the compute
             # lock (requests go first), which is not a cost of building.
-            cost = (time.perf_counter() - began) - (thread_waited_s() - waited)
+            cost = compute_clock() - began
             if isinstance(entry, NotYet):
                 self.admission.observe_build(max(0.0, cost), None)
                 return None
@@ -170,12 +170,12 @@ class Builder:
                 if declined is not None:
                     attempts.append({"source": "target-build", "ok": False, "error": declined})
                     break
-                asked = time.perf_counter() - thread_waited_s()  # its compute: wall time less lock waits
+                asked = compute_clock()  # its compute, as a build's: wall time less lock waits
                 try:
                     source, used = generalize(self.target, held, feedback)
                 except BackendError as exc:
                     attempts.append({"source": "target-build", "error": str(exc)})
-                    record_generalization(self.store, tenant, time.perf_counter() - thread_waited_s() - asked, False)
+                    record_generalization(self.store, tenant, compute_clock() - asked, False)
                     break
                 self.store.bump(tenant, "target_tokens", used)
                 cand = Candidate("target-build", source, held[0])  # its defaults: the first example's values
@@ -199,7 +199,7 @@ class Builder:
                     record.ok, record.error = False, "no validated example to take its defaults from"
             attempts.append({"source": cand.kind, "ok": record.ok, "error": record.error, "agreements": cand.score})
             if cand.kind == "target-build":
-                record_generalization(self.store, tenant, time.perf_counter() - thread_waited_s() - asked, record.ok)
+                record_generalization(self.store, tenant, compute_clock() - asked, record.ok)
             if record.ok:
                 return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
             failing = [c for c in record.checks if not c.match]
@@ -217,10 +217,15 @@ class Builder:
 
     def _target_declined(self, tenant: str, group_id: str, n_examples: int) -> str | None:
         """Why the target is not asked to generalize (:meth:`Admission.target_declined`), or None."""
+        seen, first_misses, counters = self.admission_view(tenant, group_id, n_examples)
+        return self.admission.target_declined(tenant, seen, counters, first_misses)
+
+    def admission_view(self, tenant: str, group_id: str, n_examples: int) -> tuple[int, int, dict[str, int]]:
+        """What admission weighs a group by, for a build and for its generalization alike: its arrivals
+        (at least its examples), those a new entry answers as misses on probation, the tenant's counters."""
         counters = self.store.counters(tenant)
         first_misses = self.config.verify.probation if needs_probation(counters, self.config.verify) else 0
-        seen = max(n_examples, self.admission.arrivals(tenant, group_id))
-        return self.admission.target_declined(tenant, seen, counters, first_misses)
+        return max(n_examples, self.admission.arrivals(tenant, group_id)), first_misses, counters
 
     def _store_entry(self, tenant: str, group_id: str, cand: Candidate, record: Validation,
                      attempts: list[Attempt], examples: list[Example], held: list[Example],
@@ -344,9 +349,7 @@ class BuildQueue:
             return
         if store.active_entry(tenant, group_id) is not None:
             return
-        seen = max(group.n_examples, admission.arrivals(tenant, group_id))
-        verify = self.config.verify  # an entry built on probation answers its first hit attempts as misses
-        first_misses = verify.probation if needs_probation(store.counters(tenant), verify) else 0
+        seen, first_misses, _ = self.builder.admission_view(tenant, group_id, group.n_examples)
         if not admission.admits(tenant, seen, first_misses)[0]:  # its arrivals do not predict hits that pay
             return
         key = (tenant, group_id)

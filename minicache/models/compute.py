@@ -56,6 +56,13 @@ def thread_waited_s() -> float:
     return getattr(_local, "waited_s", 0.0)
 
 
+def compute_clock() -> float:
+    """Wall time less the calling thread's waits for the compute lock (:func:`thread_waited_s`): the
+    difference of two readings is what the thread computed between them (a build's, or a target
+    generalization's, cost to admission)."""
+    return time.perf_counter() - thread_waited_s()
+
+
 def _add_wait(seconds: float) -> None:
     _local.waited_s = thread_waited_s() + seconds
 
