@@ -17,7 +17,14 @@ with every term estimated from the workload as it runs:
   by ``prior_attempts`` pseudo-attempts. Why not one EWMA over hits and fallbacks: with five samples,
   the two fallbacks that came first made hits look 60 times as dear as they were (6.0 s against
   0.1 s on Formula, 2026-12-02) and no group was built after the warm-up;
-* P(build succeeds) is (builds ok + 1) / (builds + 2) over this process's builds;
+* P(build succeeds) is (builds ok + 1) / (builds + 2) over this process's builds, for a group none
+  of whose builds has failed. A group whose builds failed k times is its own evidence: its P is
+  the posterior mean of a Beta prior with the process's rate as its mean and ``group_prior_weight``
+  pseudo-builds, after k failures, ``w x p / (w + k)`` (halved by one failure at w = 1). Why: a
+  retry differs from its failed build by one new example, and in no committed run whose store is
+  kept (Formula v3-v12, SVAMP, TAT-QA v2-v4, WebShop, no-repetition) did a group whose build had
+  failed later get an entry, and priced like a new group's, retries of its three big groups were
+  5 of tatqa-v4's 8 failed builds;
 * E[future arrivals | seen n] is a rate times a horizon. The rate comes from the tenant's groups
   that reached n arrivals: their arrivals after the n-th, over the requests the tenant sent since
   each of them reached n (its exposure), blended with ``prior_weight`` pseudo-groups that got n more
@@ -83,6 +90,8 @@ class AdmissionConfig:
     fallback_prior: float = 0.2  # share of hit attempts that fall back, before any is measured ...
     prior_attempts: float = 5.0  # ... held with the weight of this many attempts
     prior_weight: float = 1.0  # pseudo-groups behind the "keeps its pace" prior
+    # Pseudo-builds at the process's success rate behind a group's own failed builds (module doc).
+    group_prior_weight: float = 1.0
     # Requests ahead that a build's hits are counted over; None: as many as the tenant has sent.
     # Set it when the traffic is known (e.g. a tenant's daily volume when processes restart daily).
     horizon_requests: int | None = None
@@ -234,14 +243,20 @@ class Admission:
         p = (self.fallback.n + c.fallback_prior * c.prior_attempts) / (self.fallback.n + self.hit.n + c.prior_attempts)
         return (1 - p) * hit + p * fallback, p
 
-    def estimate(self, tenant: str, n: int, first_misses: int = 0) -> dict[str, float]:
+    def build_success(self, failures: int = 0) -> float:
+        """P(a build succeeds) for a group whose builds failed ``failures`` times (module doc)."""
+        p = (self.builds_ok + 1) / (self.builds_ok + self.builds_failed + 2)
+        w = self.config.group_prior_weight
+        return w * p / (w + failures)
+
+    def estimate(self, tenant: str, n: int, first_misses: int = 0, failures: int = 0) -> dict[str, float]:
         """The terms of the decision for a group seen ``n`` times, and the expected gain in seconds.
         ``first_misses``: arrivals after the build that the new entry answers as misses anyway (its
-        probation, docs/hits.md); they bring no gain."""
+        probation, docs/hits.md); they bring no gain. ``failures``: the group's failed builds."""
         miss = self.miss.value
         hit, p_fallback = self.hit_attempt_cost()
         build = self.build.value if self.build.n else self.config.build_prior * miss
-        p_ok = (self.builds_ok + 1) / (self.builds_ok + self.builds_failed + 2)
+        p_ok = self.build_success(failures)
         future = max(0.0, self.expected_future(tenant, n) - first_misses)
         return {"n": n, "future": future, "p_ok": p_ok, "miss_s": miss, "hit_s": hit, "p_fallback": p_fallback,
                 "build_s": build, "gain_s": p_ok * future * (miss - hit) - build}
@@ -274,9 +289,10 @@ class Admission:
         ``build_after`` alone does, and no group is built early (EngineConfig.build_early)."""
         return self.config.enabled and bool(self.miss.n) and self.requests >= self.config.warmup_requests
 
-    def admits(self, tenant: str, n: int, first_misses: int = 0) -> tuple[bool, dict[str, float]]:
-        """Whether a group seen ``n`` times is worth building now (``first_misses``: see :meth:`estimate`)."""
-        terms = self.estimate(tenant, n, first_misses)
+    def admits(self, tenant: str, n: int, first_misses: int = 0, failures: int = 0) -> tuple[bool, dict[str, float]]:
+        """Whether a group seen ``n`` times is worth building now (``first_misses``, ``failures``: see
+        :meth:`estimate`)."""
+        terms = self.estimate(tenant, n, first_misses, failures)
         if n < 2:  # a one-off group is never built
             return False, terms
         if not self.trusted():

@@ -350,7 +350,7 @@ class BuildQueue:
         if store.active_entry(tenant, group_id) is not None:
             return
         seen, first_misses, _ = self.builder.admission_view(tenant, group_id, group.n_examples)
-        if not admission.admits(tenant, seen, first_misses)[0]:  # its arrivals do not predict hits that pay
+        if not admission.admits(tenant, seen, first_misses, group.build_failures)[0]:  # no hits that pay
             return
         key = (tenant, group_id)
         with self.lock:

@@ -75,6 +75,34 @@ def test_a_group_of_a_recurring_workload_is_built_and_one_of_a_non_recurring_one
     assert not ok and terms["gain_s"] < 0 and terms["future"] == pytest.approx(60 * 3 / (20 * 60 - 630 + 60))
 
 
+def test_a_groups_own_failed_builds_lower_its_chance_and_a_retry_that_would_not_pay_is_refused():
+    admission = Admission(AdmissionConfig(warmup_requests=0))
+    costs(admission, miss=10.0, hit=1.0, build=60.0)  # one build, ok: the process's rate is 2/3
+    for g in range(20):
+        for _ in range(12):
+            admission.observe_request("t", f"g{g}", "miss", 10.0)
+    assert admission.build_success() == pytest.approx(2 / 3)
+    assert [admission.build_success(k) for k in (1, 2, 3)] == pytest.approx([1 / 3, 2 / 9, 1 / 6])
+    new, retry = admission.admits("t", 3), admission.admits("t", 3, failures=1)
+    assert new[0] and new[1]["p_ok"] == pytest.approx(2 / 3)
+    assert not retry[0] and retry[1]["p_ok"] == pytest.approx(1 / 3) and retry[1]["future"] == new[1]["future"]
+
+
+def test_a_retry_is_admitted_with_the_groups_failed_builds_counted(make):
+    mc = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
+    told: list[int] = []
+    admits = mc.admission.admits
+
+    def spy(tenant: str, n: int, first_misses: int = 0, failures: int = 0):
+        told.append(failures)
+        return admits(tenant, n, first_misses, failures)
+
+    mc.admission.admits = spy  # type: ignore[method-assign]
+    for values in CR_VALUES[:4]:  # built at the 3rd (fails), retried at the 4th (a new example)
+        mc.solve(CURRENT_RATIO.ask(*values))
+    assert told == [0, 1] and mc.store.list_groups("default")[0].build_failures == 2
+
+
 def _random_stream(admission: Admission, seed: int, n: int = 100, groups: int = 20) -> None:
     rng = random.Random(seed)
     for _ in range(n):

@@ -143,9 +143,9 @@ def test_admission_is_told_the_arrivals_an_entry_on_probation_answers_as_misses(
     told: list[int] = []
     admits = mc.admission.admits
 
-    def spy(tenant: str, n: int, first_misses: int = 0):
+    def spy(tenant: str, n: int, first_misses: int = 0, failures: int = 0):
         told.append(first_misses)
-        return admits(tenant, n, first_misses)
+        return admits(tenant, n, first_misses, failures)
 
     mc.admission.admits = spy  # type: ignore[method-assign]
     _built(mc)
