@@ -274,3 +274,17 @@ class FakeSmall(FakeBackend):
         if self.mode == "missing":
             out.pop(names[-1])
         return out
+
+
+def spy_on_admission(engine: Any) -> list[dict[str, int]]:
+    """Record the arguments of every admission decision the engine asks for (its ``first_misses``
+    and ``failures``), passing each on to the real :meth:`Admission.admits`."""
+    told: list[dict[str, int]] = []
+    admits = engine.admission.admits
+
+    def spy(tenant: str, n: int, first_misses: int = 0, failures: int = 0) -> tuple[bool, dict[str, float]]:
+        told.append({"first_misses": first_misses, "failures": failures})
+        return admits(tenant, n, first_misses, failures)
+
+    engine.admission.admits = spy
+    return told

@@ -7,7 +7,16 @@ import time
 
 import pytest
 
-from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeSmall, FakeTarget, HashEmbedder
+from fakes import (
+    CR_VALUES,
+    CURRENT_RATIO,
+    SI_VALUES,
+    SIMPLE_INTEREST,
+    FakeSmall,
+    FakeTarget,
+    HashEmbedder,
+    spy_on_admission,
+)
 from minicache.admission import TARGET_NOT_ADMITTED, Admission, AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit import VerifyConfig
@@ -90,17 +99,10 @@ def test_a_groups_own_failed_builds_lower_its_chance_and_a_retry_that_would_not_
 
 def test_a_retry_is_admitted_with_the_groups_failed_builds_counted(make):
     mc = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
-    told: list[int] = []
-    admits = mc.admission.admits
-
-    def spy(tenant: str, n: int, first_misses: int = 0, failures: int = 0):
-        told.append(failures)
-        return admits(tenant, n, first_misses, failures)
-
-    mc.admission.admits = spy  # type: ignore[method-assign]
+    told = spy_on_admission(mc)
     for values in CR_VALUES[:4]:  # built at the 3rd (fails), retried at the 4th (a new example)
         mc.solve(CURRENT_RATIO.ask(*values))
-    assert told == [0, 1] and mc.store.list_groups("default")[0].build_failures == 2
+    assert [t["failures"] for t in told] == [0, 1] and mc.store.list_groups("default")[0].build_failures == 2
 
 
 def _random_stream(admission: Admission, seed: int, n: int = 100, groups: int = 20) -> None:

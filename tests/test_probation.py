@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder, spy_on_admission
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit import VerifyConfig, needs_probation
 from minicache.store import SQLiteStore
@@ -140,13 +140,6 @@ def test_a_benchmark_replays_a_probation_refusal_as_a_miss_and_other_fallbacks_a
 @pytest.mark.parametrize("probation, expected", [(1, 1), (0, 0)])
 def test_admission_is_told_the_arrivals_an_entry_on_probation_answers_as_misses(make, probation, expected):
     mc, _ = make(probation=probation)
-    told: list[int] = []
-    admits = mc.admission.admits
-
-    def spy(tenant: str, n: int, first_misses: int = 0, failures: int = 0):
-        told.append(first_misses)
-        return admits(tenant, n, first_misses, failures)
-
-    mc.admission.admits = spy  # type: ignore[method-assign]
+    told = spy_on_admission(mc)
     _built(mc)
-    assert told == [expected]
+    assert [t["first_misses"] for t in told] == [expected]
