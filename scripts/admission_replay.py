@@ -3,7 +3,7 @@
 Feeds ``requests.jsonl``'s minicache rows to a fresh :class:`minicache.admission.Admission`
 (builds, then each request's cost under its observed route, as ``minicache bench`` resumes a run)
 and prints the measured costs (seconds, samples) and the estimates and decision for a group seen n
-times, n = 2..8.
+times, n = 2..8 (``--failures k``: for a group whose builds failed k times).
 
     .venv/bin/python scripts/admission_replay.py benchmarks/results/formula-v3/requests.jsonl
 """
@@ -26,6 +26,8 @@ def main() -> int:
     parser.add_argument("--method", default="minicache")
     parser.add_argument("--first-misses", type=int, default=0,
                         help="arrivals a new entry answers as misses (its probation: 1 by default in serving)")
+    parser.add_argument("--failures", type=int, default=0,
+                        help="the group's failed builds (a retry's odds: Admission.build_success)")
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
     events: list[tuple] = []
@@ -42,7 +44,7 @@ def main() -> int:
                       "builds_failed": state["builds_failed"],
                       **{f"{name}_s": [round(value, 2), n] for name, (value, n) in state["costs"].items()}}))
     for n in range(2, 9):
-        admitted, terms = admission.admits("default", n, args.first_misses)
+        admitted, terms = admission.admits("default", n, args.first_misses, args.failures)
         print(json.dumps({"seen": n, "admitted": admitted, **{k: round(v, 2) for k, v in terms.items() if k != "n"}}))
     return 0
 
