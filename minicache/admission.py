@@ -247,7 +247,7 @@ class Admission:
         """P(a build succeeds) for a group whose builds failed ``failures`` times (module doc)."""
         p = (self.builds_ok + 1) / (self.builds_ok + self.builds_failed + 2)
         w = self.config.group_prior_weight
-        return w * p / (w + failures)
+        return p if failures <= 0 else w * p / (w + failures)
 
     def estimate(self, tenant: str, n: int, first_misses: int = 0, failures: int = 0) -> dict[str, float]:
         """The terms of the decision for a group seen ``n`` times, and the expected gain in seconds.

@@ -95,6 +95,9 @@ def test_a_groups_own_failed_builds_lower_its_chance_and_a_retry_that_would_not_
     new, retry = admission.admits("t", 3), admission.admits("t", 3, failures=1)
     assert new[0] and new[1]["p_ok"] == pytest.approx(2 / 3)
     assert not retry[0] and retry[1]["p_ok"] == pytest.approx(1 / 3) and retry[1]["future"] == new[1]["future"]
+    # No weight behind the process's rate: the group's own record alone, which has never succeeded.
+    own_only = Admission(AdmissionConfig(group_prior_weight=0.0))
+    assert own_only.build_success() == 0.5 and own_only.build_success(1) == 0.0
 
 
 def test_a_retry_is_admitted_with_the_groups_failed_builds_counted(make):
