@@ -20,7 +20,8 @@ from typing import Any, cast
 from . import portability
 from .admission import Admission, observed_route, request_cost
 from .answers import MAX_DECIMALS, Route, SolveResult, check_answer, format_answer, requested_decimals
-from .build import Builder, BuildQueue
+from .build import Builder
+from .build_queue import BuildQueue
 from .engine_config import EngineConfig
 from .errors import ExtractionError, HitRefused, InvalidRequest, ProgramError, SolveError
 from .events import EventLog
