@@ -46,6 +46,20 @@ NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, 
                          "different computations")
 
 
+# Why a build did not validate an own program that no other example backs (``Candidate.checked``
+# < 2): another such program already failed a check that needed the small model, on the same held
+# examples. Such a program is trusted only if it passes every held example, and the one that came
+# first in the ranking was read wrong by the model on one of them. In the committed stores
+# (benchmarks/results, 2026-12-04) 35 groups' last failed builds validated two lifted programs and
+# both failed (20 with NO_SHARED_COMPUTATION: neither was backed), and no entry came from a second
+# candidate after an unbacked first one (the one entry a second candidate made, Formula v6-v12,
+# followed a backed first). tatqa-v5's seven failed groups, rebuilt from the same examples
+# (scripts/rebuild_replay.py), spent 2.8-6.7 s on the second one's extraction, which failed on
+# the same held example as the first.
+UNBACKED_NOT_TRIED = ("not validated: an own program no other example backs already failed a check "
+                      "of the small model's on these held examples")
+
+
 class NotYet:
     """What an early build that made no entry returns: not a failure, the group waits for more examples."""
 
@@ -198,6 +212,12 @@ class Builder:
                 return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
             failing = [c for c in record.checks if not c.match]
             failed_checks += failing
+            if cand.kind != "target-build" and cand.checked < 2 and any(c.extraction in ("choice", "free")
+                                                                       for c in failing):
+                for skipped in [c for c in candidates if c.checked < 2]:
+                    attempts.append({"source": skipped.kind, "ok": False, "error": UNBACKED_NOT_TRIED,
+                                     "agreements": skipped.score})
+                candidates = [c for c in candidates if c.checked >= 2]
             feedback = "\n".join(f"- expected {c.expected}, got {c.error if c.error is not None else c.got} with "
                                  f"variables {c.variables}" for c in failing[:4]) or record.error
         group = self.store.get_group(tenant, group_id)
