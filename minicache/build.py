@@ -52,8 +52,8 @@ NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, 
 # first in the ranking was read wrong by the model on one of them. In the committed stores
 # (benchmarks/results, 2026-12-04) 35 groups' last failed builds validated two lifted programs and
 # both failed (20 with NO_SHARED_COMPUTATION: neither was backed), and no entry came from a second
-# candidate after an unbacked first one (the one entry a second candidate made, Formula v6-v12,
-# followed a backed first). tatqa-v5's seven failed groups, rebuilt from the same examples
+# candidate after an unbacked first one (in each of Formula v6-v12 one entry came from a second
+# candidate, and its first was backed). tatqa-v5's seven failed groups, rebuilt from the same examples
 # (scripts/rebuild_replay.py), spent 2.8-6.7 s on the second one's extraction, which failed on
 # the same held example as the first.
 UNBACKED_NOT_TRIED = ("not validated: an own program no other example backs already failed a check "
