@@ -46,8 +46,8 @@ NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, 
                          "different computations")
 
 
-# Why a build did not validate an own program that no other example backs (``Candidate.checked``
-# < 2): another such program already failed a check that needed the small model, on the same held
+# Why a build did not validate an own program that no other example backs (``Candidate.backed``):
+# another such program already failed a check that needed the small model, on the same held
 # examples. Such a program is trusted only if it passes every held example, and the one that came
 # first in the ranking was read wrong by the model on one of them. In the committed stores
 # (benchmarks/results, 2026-12-04) 35 groups' last failed builds validated two lifted programs and
@@ -78,6 +78,11 @@ class Check:
     match: bool = False
     error: str | None = None
     extraction: str | None = None  # "align" (with the candidate's own example) or the model's mode
+
+    @property
+    def by_model(self) -> bool:
+        """Whether the small model chose this check's values (not a complete alignment)."""
+        return self.extraction is not None and self.extraction != "align"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,7 +156,7 @@ class Builder:
         newest = examples[max(len(examples) - self.config.build_compare, 0):]  # oldest first in the store
         candidates, split = own_candidates(newest, prefix, self.sandbox, self.config.build_candidates)
         if early:  # backed by another example with other values (a request sent twice backs nothing)
-            candidates = [c for c in candidates if c.checked >= 2 and any(
+            candidates = [c for c in candidates if c.backed and any(
                 values != dict(parse_signature(c.source).defaults) for _, values in c.agreed)]
             if not candidates:
                 return NOT_YET
@@ -164,7 +169,7 @@ class Builder:
         # Whether another example backs an own program (NO_SHARED_COMPUTATION). Until an own program
         # has been tried, none could be lifted, and the target is the way to one.
         own_tried = False
-        shared = any(c.checked >= 2 for c in candidates)  # kept with 2+ checked: another example agreed
+        shared = any(c.backed for c in candidates)
         while not no_majority:
             if candidates:
                 cand = candidates.pop(0)
@@ -190,8 +195,8 @@ class Builder:
             else:
                 break
             # An own program no other example's program agreed with must pass every held example.
-            record = self.validate(cand.source, held, cand.origin, prefix,
-                                   backed=cand.kind == "target-build" or cand.checked >= 2)
+            backed = cand.kind == "target-build" or cand.backed
+            record = self.validate(cand.source, held, cand.origin, prefix, backed=backed)
             if cand.kind != "target-build":
                 own_tried = True
                 shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
@@ -212,12 +217,11 @@ class Builder:
                 return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
             failing = [c for c in record.checks if not c.match]
             failed_checks += failing
-            if cand.kind != "target-build" and cand.checked < 2 and any(c.extraction in ("choice", "free")
-                                                                       for c in failing):
-                for skipped in [c for c in candidates if c.checked < 2]:
+            if not backed and any(c.by_model for c in failing):
+                for skipped in [c for c in candidates if not c.backed]:
                     attempts.append({"source": skipped.kind, "ok": False, "error": UNBACKED_NOT_TRIED,
                                      "agreements": skipped.score})
-                candidates = [c for c in candidates if c.checked >= 2]
+                candidates = [c for c in candidates if c.backed]
             feedback = "\n".join(f"- expected {c.expected}, got {c.error if c.error is not None else c.got} with "
                                  f"variables {c.variables}" for c in failing[:4]) or record.error
         group = self.store.get_group(tenant, group_id)

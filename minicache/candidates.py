@@ -34,6 +34,11 @@ class Candidate:
     checked: int = 0  # examples (its own included) whose own program could be compared with it
     agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (request text, values) that agreed
 
+    @property
+    def backed(self) -> bool:
+        """Whether another example backs it: compared with 2+ examples (its own included), a majority agreed."""
+        return self.checked >= 2 and self.score > 0
+
 
 def without_defaults(source: str) -> str:
     """``source`` without comments and with ``solve``'s defaults blanked. Candidates that differ only
