@@ -40,6 +40,7 @@ from typing import Any
 from .numbers import Candidate, find_candidates
 from .store.base import Variable
 from .synthesis import words_match
+from .tables import align_table, learn_table_exemplar
 
 _WORD = re.compile(r"[a-z]+")
 _UNITS = {"year", "month", "day", "week", "quarter", "period", "hour", "minute", "share", "unit", "item",
@@ -155,7 +156,11 @@ def cue_score(words: list[tuple[str, int]], cues: set[str], weights: dict[str, f
 def learn_exemplar(template: list[Variable], text: str, values: dict[str, Any]) -> dict[str, Any] | None:
     """An exemplar from one validated (request text, values), or None if a number is not written
     exactly once in the text (then nobody can tell which number it was), two variables took the same
-    number, or a text value is not the request's words in order (see :func:`learn_text_slot`)."""
+    number, or a text value is not the request's words in order (see :func:`learn_text_slot`).
+    Values that are cells of the request's table are learned by their row and column instead."""
+    table = learn_table_exemplar(template, text, values)
+    if table is not None:
+        return table
     pos = positions(text)
     slots: dict[str, Any] = {}
     texts = [var for var in template if var.type == "string"]
@@ -302,6 +307,9 @@ def _weights(slots: dict[str, Any]) -> dict[str, float]:
 
 def align(exemplar: dict[str, Any], text: str) -> Alignment:
     """Align ``text`` with ``exemplar`` (see the module docstring for the conditions)."""
+    if "table" in exemplar:  # minicache.tables
+        read, why = align_table(exemplar, text)
+        return Alignment(read, not why, why)
     pos = positions(text)
     every = exemplar.get("slots") or {}
     reasons: list[str] = []

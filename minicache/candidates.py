@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .align import align, learn_exemplar
 from .answers import check_answer
 from .errors import ProgramError, ProgramShapeError
 from .lifting import lift
@@ -87,10 +88,15 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
             shapes.add(shape)
             found.append(Candidate(kind, source, ex))
     for cand in found:
-        defaults = parse_signature(cand.source).defaults
+        signature = parse_signature(cand.source)
+        defaults = signature.defaults
+        table = learn_exemplar(signature.template, texts[cand.origin.id], defaults)
+        if table is not None and "table" not in table:
+            table = None  # see _table_values
         for ex in examples:
             own = inputs[ex.id]  # as lifting.own_values: only under the same parameter names
-            values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) else None
+            values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) \
+                else _table_values(table, texts[ex.id])
             if values is None:
                 continue
             try:
@@ -101,8 +107,22 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
             cand.checked += 1
             if agrees:
                 cand.agreed.append((texts[ex.id], values))
-    found.sort(key=lambda c: -c.score)
+    found.sort(key=lambda c: (-c.score, not c.backed))  # among equals, one another example backs
     # agreements = (score + checked) / 2 must be more than half of checked, i.e. score > 0
     kept = [c for c in found if c.score > 0]
     split = not kept and any(c.checked >= 2 for c in found)  # compared with each other, and no majority
     return kept[:limit], split
+
+
+def _table_values(exemplar: dict[str, Any] | None, text: str) -> dict[str, Any] | None:
+    """Another example's values for a candidate whose own example's values are cells of its table
+    (minicache.tables), read from that example's table the same way, or None. Why: lifted programs
+    over tables name their parameters after their rows (``deferred_revenue_2019``,
+    ``net_sales_2019``), so two examples of one computation never share parameter names, and no
+    TAT-QA candidate was backed by another example (tatqa-v2 to v6). Only table exemplars: the cue
+    words of an ordinary exemplar are learned from one example and read other requests' numbers
+    less surely, and what backs a candidate decides how much of its validation may fail."""
+    if exemplar is None:
+        return None
+    found = align(exemplar, text)
+    return found.values if found.complete else None

@@ -1,0 +1,196 @@
+"""Zero-model extraction from a request's table: the cell in the row the question names, in the
+column of a year the question names.
+
+Financial questions over a table ("What was the percentage change in deferred revenue in 2019 from
+2018?") take their values from cells, and the words around a cell (its neighbours in the row, the
+row above) say nothing the cue words of :mod:`minicache.align` could learn. The relation is
+structural instead, and it is learned from one validated example:
+
+* the **row** is the table's row whose label the question names: the row whose label's content
+  words the question covers best (a share of the label's words, then their number), strictly better
+  than every other row. Two rows labelled alike ("Other" under assets and under liabilities) name
+  no row;
+* the **column** is the one whose header holds the k-th of the question's years in ascending order,
+  and exactly one column must hold it. The question must name as many years as the example's did;
+* a cell written in parentheses ("(4,970)", accountants' negative) is read the way the example read
+  one: negated, or as written. When the example's cell had none, a new one in parentheses is not
+  read at all.
+
+A slot learns only where this relation holds for the example: its value must sit in that row, in a
+column of one of its question's years, exactly once. Otherwise there is no table exemplar and
+alignment falls back to cue words (or the small model). The table is the context's one block of
+``|``-separated lines; a context with none, or with several, has no table here.
+
+The 0.5B model read these tables badly: asked for the two cells of its own example's lifted
+program, it chose right on 7 of 17 TAT-QA percentage-change requests (tatqa-v6's store, 2026-12-04),
+often a number of the question's instructions ("e.g. 12.5 for 12.5%") for every variable.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .numbers import find_candidates
+from .store.base import Variable
+
+CONTEXT = "\n\nContext:\n"  # how minicache.request.request_text joins a question and its context
+_YEAR = re.compile(r"(?<![\d.,])(19[5-9]\d|20[0-4]\d)(?![\d.,]\d)")
+_WORD = re.compile(r"[a-z]+")
+_STOP = set("a an the and or of for is are was were be by at to in on with from as its it this that what how much "
+            "many per each amount value change percentage percent between answer".split())
+_GLUE = set("a an the and or of for is are was were be by at to in on with from as its it this that what how "
+             "much many per each between during over than".split())
+MIN_COVER = 0.5  # share of a row label's content words the question must name
+
+
+@dataclass
+class Table:
+    years: list[int | None]  # the year each column's header holds (None: none, or several)
+    labels: list[str]  # each data row's label (its first cell)
+    cells: list[list[str]]  # each data row's cells, the label's included
+
+
+def split_request(text: str) -> tuple[str, str] | None:
+    """A request text's question and context, or None when it has no context."""
+    question, sep, context = text.partition(CONTEXT)
+    return (question, context) if sep else None
+
+
+def question_years(question: str) -> list[int]:
+    """The distinct years the question names, ascending."""
+    return sorted({int(y) for y in _YEAR.findall(question)})
+
+
+def parse_table(context: str) -> Table | None:
+    """The context's table, when it has exactly one block of ``|`` lines with a header of years."""
+    lines = context.split("\n")
+    blocks: list[list[str]] = []
+    for i, line in enumerate(lines):
+        if "|" in line:
+            if i and "|" in lines[i - 1]:
+                blocks[-1].append(line)
+            else:
+                blocks.append([line])
+    if len(blocks) != 1:
+        return None
+    rows = [[cell.strip() for cell in line.split("|")] for line in blocks[0]]
+    for h, row in enumerate(rows):  # the first row with a year in a column's header
+        years = [set(_YEAR.findall(cell)) for cell in row]
+        if any(years[1:]):
+            column_years: list[int | None] = [None]
+            column_years += [int(next(iter(y))) if len(y) == 1 else None for y in years[1:]]
+            data = [r for r in rows[h + 1:] if r and r[0]]
+            return Table(column_years, [r[0] for r in data], data)
+    return None
+
+
+def _content(text: str) -> set[str]:
+    return {w[:5] for w in _WORD.findall(text.lower()) if len(w) >= 2 and w not in _STOP}
+
+
+def frame_words(question: str, label: str) -> list[str]:
+    """The question's words that do not name its row: what it asks of the row ("percentage change",
+    "average", "answer as a percentage"). A request asks the same only if it has all of them."""
+    named = {w[:5] for w in _WORD.findall(label.lower())}
+    return sorted({w[:5] for w in _WORD.findall(question.lower())
+                   if len(w) >= 2 and w not in _GLUE and w[:5] not in named})
+
+
+def question_row(table: Table, question: str) -> int | None:
+    """The data row the question names (module doc), or None when no row, or more than one, fits."""
+    asked = _content(question)
+    scored = []
+    for i, label in enumerate(table.labels):
+        words = _content(label)
+        hit = len(words & asked)
+        if words and hit and hit / len(words) >= MIN_COVER and any(cell_value(c) for c in table.cells[i][1:]):
+            scored.append((hit / len(words), hit, i))
+    scored.sort(reverse=True)
+    if not scored or len(scored) > 1 and scored[0][:2] == scored[1][:2]:
+        return None
+    return scored[0][2]
+
+
+def cell_value(cell: str) -> tuple[float | int, bool] | None:
+    """The number a cell writes and whether it is in parentheses; None for an empty cell ("—") or
+    one that writes several numbers."""
+    found = [c for c in find_candidates(cell) if not c.text.strip().isalpha()]
+    starts = {c.start for c in found}
+    if len(starts) != 1:
+        return None
+    reading = found[0]
+    paren = "(" in cell[:reading.start] and ")" in cell[reading.end:]
+    return reading.value, paren
+
+
+def _column(table: Table, year: int) -> int | None:
+    columns = [c for c, y in enumerate(table.years) if y == year]
+    return columns[0] if len(columns) == 1 else None
+
+
+def learn_table_exemplar(template: list[Variable], text: str, values: dict[str, Any]) -> dict[str, Any] | None:
+    """A table exemplar from one validated (request text, values), or None where the module's
+    relation does not hold for every variable."""
+    parts = split_request(text)
+    table = parse_table(parts[1]) if parts else None
+    if parts is None or table is None or not template:
+        return None
+    question = parts[0]
+    years, row = question_years(question), question_row(table, question)
+    if not years or row is None:
+        return None
+    slots: dict[str, Any] = {}
+    for var in template:
+        value = values.get(var.name)
+        if var.type == "string" or not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        where = []
+        for year in years:
+            c = _column(table, year)
+            read = cell_value(table.cells[row][c]) if c is not None and c < len(table.cells[row]) else None
+            if read is None:
+                continue
+            written, paren = read
+            if written == value:
+                where.append({"year": years.index(year), "paren": "as written" if paren else None})
+            elif paren and -written == value:
+                where.append({"year": years.index(year), "paren": "negative"})
+        if len(where) != 1:
+            return None
+        slots[var.name] = where[0]
+    if len({s["year"] for s in slots.values()}) < len(slots):
+        return None  # two variables in one cell
+    return {"table": {"years": len(years), "slots": slots, "frame": frame_words(question, table.labels[row])}}
+
+
+def align_table(exemplar: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
+    """The values a table exemplar reads from ``text``, and why not all of them ("" when all)."""
+    learned = exemplar["table"]
+    parts = split_request(text)
+    table = parse_table(parts[1]) if parts else None
+    if parts is None or table is None:
+        return {}, "the request has no table"
+    years = question_years(parts[0])
+    if len(years) != learned["years"]:
+        return {}, f"the question names {len(years)} years, the example's named {learned['years']}"
+    row = question_row(table, parts[0])
+    if row is None:
+        return {}, "no single row of the table is the one the question names"
+    asked = {w[:5] for w in _WORD.findall(parts[0].lower())}
+    missing = [w for w in learned.get("frame", []) if w not in asked]
+    if missing:
+        return {}, f"the question does not ask what the example's did (no {', '.join(missing[:4])})"
+    values: dict[str, Any] = {}
+    reasons = []
+    for name, slot in learned["slots"].items():
+        c = _column(table, years[slot["year"]])
+        read = cell_value(table.cells[row][c]) if c is not None and c < len(table.cells[row]) else None
+        if read is None:
+            reasons.append(f"{name}: no single number in the {years[slot['year']]} column of {table.labels[row]!r}")
+        elif read[1] and slot["paren"] is None:
+            reasons.append(f"{name}: written in parentheses, where the example's was not")
+        else:
+            values[name] = -read[0] if read[1] and slot["paren"] == "negative" else read[0]
+    return values, "; ".join(reasons)
