@@ -285,7 +285,7 @@ class HitVerifier:
             raise HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
         exemplars = profile.get("exemplars") or []
         if exemplars and all("table" in ex for ex in exemplars):
-            # The small model read its own example's cells right on 7 of 17 TAT-QA requests
+            # The small model read its own example's cells right on 4 of 17 TAT-QA requests
             # (minicache.tables): where the table does not answer, the miss path does.
             why = "; ".join(sorted({align(ex, text).reason for ex in exemplars}))
             raise HitRefused("align", f"the entry's values are read from the table only: {why}")
