@@ -60,10 +60,12 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
 
     Each example's program is lifted against its own request (see :mod:`minicache.lifting`). A
     candidate is then checked against the other examples without any model: where an example's
-    own program lifts to the same parameters, running the candidate on that example's values must
-    give its answer. Only a candidate a majority of the examples it could be compared with agree
-    with is kept (one example's mistake must not become every later request's), ranked by
-    agreements minus disagreements (the newest first among equals); the agreeing (request,
+    own program lifts to the same parameters (or, for a candidate whose values are cells of its
+    request's table, where the same table reading reads the example: ``_table_values``), running
+    the candidate on that example's values must give its answer. Only a candidate a majority of the
+    examples it could be compared with agree with is kept (one example's mistake must not become
+    every later request's), ranked by agreements minus disagreements (among equals, a backed one
+    first, then the newest); the agreeing (request,
     values) pairs later help learn extraction rules. Also returns whether the programs were
     compared and none has a majority (the group's examples disagree: nothing to cache yet)."""
     texts = {ex.id: strip_prefix(request_text(ex.question, ex.context), prefix) for ex in examples}
