@@ -12,7 +12,6 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .align import align, learn_exemplar
 from .answers import check_answer
 from .errors import ProgramError, ProgramShapeError
 from .lifting import lift
@@ -20,6 +19,7 @@ from .request import request_text, strip_prefix
 from .sandbox import SandboxPool, parse_source
 from .store import Example
 from .synthesis import answers_match, parse_signature
+from .tables import align_table, learn_table_exemplar
 
 Source = Literal["lifted", "miss-program", "target-build"]
 
@@ -92,9 +92,7 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
     for cand in found:
         signature = parse_signature(cand.source)
         defaults = signature.defaults
-        table = learn_exemplar(signature.template, texts[cand.origin.id], defaults)
-        if table is not None and "table" not in table:
-            table = None  # see _table_values
+        table = learn_table_exemplar(signature.template, texts[cand.origin.id], defaults)  # see _table_values
         for ex in examples:
             own = inputs[ex.id]  # as lifting.own_values: only under the same parameter names
             values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) \
@@ -126,5 +124,5 @@ def _table_values(exemplar: dict[str, Any] | None, text: str) -> dict[str, Any] 
     less surely, and what backs a candidate decides how much of its validation may fail."""
     if exemplar is None:
         return None
-    found = align(exemplar, text)
-    return found.values if found.complete else None
+    values, unread = align_table(exemplar, text)
+    return None if unread else values

@@ -64,9 +64,12 @@ def validate_request(question: Any, context: Any, group: Any, tenant: Any, mode:
     return text, context, mode
 
 
+CONTEXT_SEPARATOR = "\n\nContext:\n"  # between a request's question and its context (minicache.tables splits there)
+
+
 def request_text(question: str, context: str | None) -> str:
     """What extraction reads: the question, then the context (a table, a document) if any."""
-    return question if not context else f"{question}\n\nContext:\n{context}"
+    return question if not context else f"{question}{CONTEXT_SEPARATOR}{context}"
 
 
 def shared_prefix(texts: list[str], minimum: int = 40) -> str:

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .numbers import find_candidates
+from .request import CONTEXT_SEPARATOR
 from .store.base import Variable
 
-CONTEXT = "\n\nContext:\n"  # how minicache.request.request_text joins a question and its context
 _YEAR = re.compile(r"(?<![\d.,])(19[5-9]\d|20[0-4]\d)(?![\d.,]\d)")
 _WORD = re.compile(r"[a-z]+")
 _STOP = set("a an the and or of for is are was were be by at to in on with from as its it this that what how much "
@@ -55,8 +55,14 @@ class Table:
 
 def split_request(text: str) -> tuple[str, str] | None:
     """A request text's question and context, or None when it has no context."""
-    question, sep, context = text.partition(CONTEXT)
+    question, sep, context = text.partition(CONTEXT_SEPARATOR)
     return (question, context) if sep else None
+
+
+def _question_and_table(text: str) -> tuple[str, Table] | None:
+    parts = split_request(text)
+    table = parse_table(parts[1]) if parts else None
+    return (parts[0], table) if parts and table else None
 
 
 def question_years(question: str) -> list[int]:
@@ -87,16 +93,19 @@ def parse_table(context: str) -> Table | None:
     return None
 
 
+def _stems(text: str, min_len: int = 1, drop: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """The first five letters of each word of ``text`` at least ``min_len`` long and not in ``drop``."""
+    return {w[:5] for w in _WORD.findall(text.lower()) if len(w) >= min_len and w not in drop}
+
+
 def _content(text: str) -> set[str]:
-    return {w[:5] for w in _WORD.findall(text.lower()) if len(w) >= 2 and w not in _STOP}
+    return _stems(text, 2, _STOP)
 
 
 def frame_words(question: str, label: str) -> list[str]:
     """The question's words that do not name its row: what it asks of the row ("percentage change",
     "average", "answer as a percentage"). A request asks the same only if it has all of them."""
-    named = {w[:5] for w in _WORD.findall(label.lower())}
-    return sorted({w[:5] for w in _WORD.findall(question.lower())
-                   if len(w) >= 2 and w not in _GLUE and w[:5] not in named})
+    return sorted(_stems(question, 2, _GLUE) - _stems(label))
 
 
 def question_row(table: Table, question: str) -> int | None:
@@ -126,19 +135,22 @@ def cell_value(cell: str) -> tuple[float | int, bool] | None:
     return reading.value, paren
 
 
-def _column(table: Table, year: int) -> int | None:
+def _cell(table: Table, row: int, year: int) -> tuple[float | int, bool] | None:
+    """What the row's cell in the one column of ``year`` writes (:func:`cell_value`); None when no
+    column, or several, hold that year."""
     columns = [c for c, y in enumerate(table.years) if y == year]
-    return columns[0] if len(columns) == 1 else None
+    if len(columns) != 1 or columns[0] >= len(table.cells[row]):
+        return None
+    return cell_value(table.cells[row][columns[0]])
 
 
 def learn_table_exemplar(template: list[Variable], text: str, values: dict[str, Any]) -> dict[str, Any] | None:
     """A table exemplar from one validated (request text, values), or None where the module's
     relation does not hold for every variable."""
-    parts = split_request(text)
-    table = parse_table(parts[1]) if parts else None
-    if parts is None or table is None or not template:
+    read = _question_and_table(text)
+    if read is None or not template:
         return None
-    question = parts[0]
+    question, table = read
     years, row = question_years(question), question_row(table, question)
     if not years or row is None:
         return None
@@ -149,11 +161,10 @@ def learn_table_exemplar(template: list[Variable], text: str, values: dict[str, 
             return None
         where = []
         for year in years:
-            c = _column(table, year)
-            read = cell_value(table.cells[row][c]) if c is not None and c < len(table.cells[row]) else None
-            if read is None:
+            cell = _cell(table, row, year)
+            if cell is None:
                 continue
-            written, paren = read
+            written, paren = cell
             if written == value:
                 where.append({"year": years.index(year), "paren": "as written" if paren else None})
             elif paren and -written == value:
@@ -169,25 +180,24 @@ def learn_table_exemplar(template: list[Variable], text: str, values: dict[str, 
 def align_table(exemplar: dict[str, Any], text: str) -> tuple[dict[str, Any], str]:
     """The values a table exemplar reads from ``text``, and why not all of them ("" when all)."""
     learned = exemplar["table"]
-    parts = split_request(text)
-    table = parse_table(parts[1]) if parts else None
-    if parts is None or table is None:
+    found = _question_and_table(text)
+    if found is None:
         return {}, "the request has no table"
-    years = question_years(parts[0])
+    question, table = found
+    years = question_years(question)
     if len(years) != learned["years"]:
         return {}, f"the question names {len(years)} years, the example's named {learned['years']}"
-    row = question_row(table, parts[0])
+    row = question_row(table, question)
     if row is None:
         return {}, "no single row of the table is the one the question names"
-    asked = {w[:5] for w in _WORD.findall(parts[0].lower())}
+    asked = _stems(question)
     missing = [w for w in learned.get("frame", []) if w not in asked]
     if missing:
         return {}, f"the question does not ask what the example's did (no {', '.join(missing[:4])})"
     values: dict[str, Any] = {}
     reasons = []
     for name, slot in learned["slots"].items():
-        c = _column(table, years[slot["year"]])
-        read = cell_value(table.cells[row][c]) if c is not None and c < len(table.cells[row]) else None
+        read = _cell(table, row, years[slot["year"]])
         if read is None:
             reasons.append(f"{name}: no single number in the {years[slot['year']]} column of {table.labels[row]!r}")
         elif read[1] and slot["paren"] is None:
