@@ -103,6 +103,7 @@ class Validation:
     of: int = 0
     shared_prefix: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the candidate's defaults (None where it has none)
+    refused: list[str] = field(default_factory=list)  # held examples the entry's hit path would refuse (tables)
 
 
 class Attempt(TypedDict, total=False):
@@ -196,11 +197,11 @@ class Builder:
                 break
             # An own program no other example's program agreed with must pass every held example.
             backed = cand.kind == "target-build" or cand.backed
-            record = self.validate(cand.source, held, cand.origin, prefix, backed=backed)
+            record = self.validate(cand.source, held, cand.origin, prefix, backed=backed, also=newest)
             if cand.kind != "target-build":
                 own_tried = True
                 shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
-            if record.ok and not must <= {c.example for c in record.checks if c.match}:
+            if record.ok and not must - set(record.refused) <= {c.example for c in record.checks if c.match}:
                 record.ok, record.error = False, "it fails a request the group failed on before"
             if record.ok and None in record.defaults.values():
                 # The target wrote parameters without defaults: write in the values the first example
@@ -275,7 +276,7 @@ class Builder:
         return entry
 
     def validate(self, source: str, held: list[Example], origin: Example, prefix: str,
-                 backed: bool = True) -> Validation:
+                 backed: bool = True, also: list[Example] | None = None) -> Validation:
         """Run the real hit path (extraction, then the program) on each held example; the candidate
         passes if enough answers match the ones its examples were served.
 
@@ -294,7 +295,17 @@ class Builder:
         run first and the first failed model check ends the validation. Why: in tatqa-v2 (2026-12-03)
         each failed build validated two such candidates, programs over one table's line items
         that the small model then read off other tables' wrong rows, and spent 20-25 s of compute
-        on four extractions that could not have made an entry trusted on its own example alone."""
+        on four extractions that could not have made an entry trusted on its own example alone.
+
+        A candidate whose values are table cells (its exemplar is a table exemplar, minicache.tables)
+        is checked only where its table reads the example, as its hits are served only there (the
+        hit path refuses the rest, ``refused``); and, since those checks need no model, on every
+        example of ``also`` (the group's newest) its table reads too. Of those, ``validate_min`` must
+        match, and a majority when backed (all when not), so that no table entry stands on its origin
+        alone. Why: in tatqa-v7 (2026-12-04) the largest
+        percentage-change group failed both builds on held examples the table did not read (one asked
+        for two changes at once) and that the small model read wrong; the entry would have refused
+        them."""
         try:
             signature = parse_signature(source, require_defaults=False)  # a target-built one may have none
         except ProgramShapeError as exc:
@@ -309,15 +320,23 @@ class Builder:
         exemplar = None
         if self.config.use_rules and self.config.verify.align and None not in signature.defaults.values():
             exemplar = learn_exemplar(signature.template, origin_text, signature.defaults)
-        # Each held example with its alignment, the complete ones (no model) first.
-        planned = []
-        for ex in held:
+        table = exemplar is not None and "table" in exemplar
+        pool = held + [ex for ex in also or [] if table and all(ex.id != h.id for h in held)]
+        # Each example with its alignment, the complete ones (no model) first.
+        planned, refused = [], []
+        for ex in pool:
             text = strip_prefix(request_text(ex.question, ex.context), prefix)
             aligned = align(exemplar, text) if exemplar is not None else None
-            planned.append((ex, text, aligned if aligned is not None and aligned.complete else None))
+            complete = aligned if aligned is not None and aligned.complete else None
+            if table and complete is None:
+                refused.append(ex.id)
+            else:
+                planned.append((ex, text, complete))
         planned.sort(key=lambda p: p[2] is None)
 
         def needed() -> int:
+            if table:  # a majority of what its table reads, and never its origin alone
+                return max(self.config.validate_min, len(planned) // 2 + 1 if backed else len(planned))
             return min(self.config.validate_min, len(held)) if backed else len(held)
 
         checks: list[Check] = []
@@ -343,5 +362,5 @@ class Builder:
             checks.append(check)
         passed = sum(c.match for c in checks)
         return Validation(ok=passed >= needed(), template=signature.template, extraction=mode, checks=checks,
-                          validated=validated, passed=passed, of=len(held), shared_prefix=prefix,
-                          defaults=signature.defaults)
+                          validated=validated, passed=passed, of=len(planned), shared_prefix=prefix,
+                          defaults=signature.defaults, refused=refused)

@@ -53,9 +53,10 @@ def main() -> None:
         log: list[dict[str, Any]] = []
         validate = Builder.validate
 
-        def timed(self: Builder, source: str, held: list, origin: Any, prefix: str, backed: bool = True) -> Any:
+        def timed(self: Builder, source: str, held: list, origin: Any, prefix: str, backed: bool = True,
+                  also: Any = None) -> Any:
             t = time.perf_counter()
-            record = validate(self, source, held, origin, prefix, backed)
+            record = validate(self, source, held, origin, prefix, backed, also)
             log.append({"backed": backed, "s": time.perf_counter() - t, "ok": record.ok,
                         "model_checks": sum(c.by_model for c in record.checks)})
             return record

@@ -140,3 +140,64 @@ def test_a_table_group_is_built_and_its_hits_read_the_table_without_the_small_mo
         assert other_ask.route != "hit"
     finally:
         mc.close()
+
+
+LIFTED = "def solve(a_2019=4023, a_2018=2316):\n    return (a_2019 - a_2018) / a_2018 * 100\n"
+
+
+def row_example(i: int, row: str, answer: float | None = None) -> Example:
+    """An example of the percentage-change group for ``row`` (a row of ROWS, or goodwill: 500 and 400)."""
+    new, old = ROWS[row] if row in ROWS else (500, 400)
+    context = TABLE if row in ROWS else TABLE.replace("Other | 8 | 13", f"Other | 8 | 13\n{row} | {new} | {old}")
+    return Example(id=f"ex{i}", tenant="default", group_id="g", question=PCT.format(row=row), context=context,
+                   program=pct_program(row, new, old), variables={},
+                   answer=(new - old) / old * 100 if answer is None else answer)
+
+
+
+@pytest.fixture
+def builder_engine(tmp_path, sandbox):
+    """An engine whose models must not be asked: a table candidate's validation needs none."""
+    def no_model(messages, options):
+        raise AssertionError("a table candidate's validation asks no model")
+
+    mc = MiniCache(FakeBackend(no_model), FakeBackend(no_model), store=SQLiteStore(tmp_path / "mc.db"),
+                   embedder=HashEmbedder(), sandbox=sandbox, config=EngineConfig(background_builds=False))
+    yield mc
+    mc.close()
+
+
+def test_a_table_candidate_is_checked_only_on_examples_its_table_reads_and_never_asks_the_small_model(
+        builder_engine):
+    origin = row_example(0, "deferred revenue")
+    # Two changes asked at once: no single row, so the entry's hit path would refuse it.
+    both = Example(id="ex1", tenant="default", group_id="g", context=TABLE, program="", variables={},
+                   question="What was the percentage change in net sales and other assets between 2018 "
+                            "and 2019?", answer={"net sales": -9.7, "other assets": 5.5})
+    held = [origin, both, row_example(2, "net sales")]
+    record = builder_engine.builder.validate(LIFTED, held, origin, "", backed=True,
+                                             also=[row_example(3, "other assets")])
+    assert record.ok and record.refused == ["ex1"]
+    assert sorted(c.example for c in record.checks) == ["ex0", "ex2", "ex3"]  # the group's other read example too
+    assert all(c.extraction == "align" and c.match for c in record.checks)
+
+
+def test_a_table_candidate_most_of_whose_read_examples_disagree_is_not_trusted(builder_engine):
+    origin = row_example(0, "deferred revenue")
+    # Two of four read examples were answered otherwise (say, as a change in points): 2 of 4 is no majority.
+    held = [origin, row_example(1, "net sales", answer=-8714.0), row_example(2, "other assets")]
+    record = builder_engine.builder.validate(LIFTED, held, origin, "", backed=True,
+                                             also=[row_example(3, "goodwill", 100.0)])
+    assert not record.ok and record.passed == 2 and record.of == 4
+    # With the goodwill example answered as the program answers it, 3 of 4 agree: trusted.
+    record = builder_engine.builder.validate(LIFTED, held, origin, "", backed=True, also=[row_example(3, "goodwill")])
+    assert record.ok and record.passed == 3 and record.of == 4
+
+
+def test_a_table_candidate_its_table_reads_only_its_own_example_for_is_not_trusted(builder_engine):
+    origin = row_example(0, "deferred revenue")
+    unread = [Example(id=f"ex{i}", tenant="default", group_id="g", context=TABLE, program="", variables={},
+                      question=f"What is the average {row} for 2018 and 2019?", answer=1.0)
+              for i, row in enumerate(["net sales", "other assets"], start=1)]
+    record = builder_engine.builder.validate(LIFTED, [origin, *unread], origin, "", backed=False)
+    assert record.refused == ["ex1", "ex2"] and record.of == 1 and not record.ok
