@@ -196,7 +196,7 @@ class Builder:
             else:
                 break
             # An own program no other example's program agreed with must pass every held example.
-            backed = cand.kind == "target-build" or cand.vouched
+            backed = cand.kind == "target-build" or cand.backed
             record = self.validate(cand.source, held, cand.origin, prefix, backed=backed, also=newest)
             if cand.kind != "target-build":
                 own_tried = True
@@ -289,11 +289,10 @@ class Builder:
         build's compute on two cores (4-8 s over TAT-QA's tables).
 
         How many must match: ``validate_min`` of the held examples when something other than the
-        model backs the candidate (``backed``: another example's own program agreed with it,
-        ``Candidate.vouched``, or the target wrote it from the held examples), or when a complete
-        alignment reproduces an example other than its origin. Otherwise every held example must
-        match, so the model-free checks run first and the first failed model check ends the
-        validation. Why: in tatqa-v2 (2026-12-03)
+        model backs the candidate (``backed``: another example's own program agreed with it, or the
+        target wrote it from the held examples), or when a complete alignment reproduces an example
+        other than its origin. Otherwise every held example must match, so the model-free checks
+        run first and the first failed model check ends the validation. Why: in tatqa-v2 (2026-12-03)
         each failed build validated two such candidates, programs over one table's line items
         that the small model then read off other tables' wrong rows, and spent 20-25 s of compute
         on four extractions that could not have made an entry trusted on its own example alone.

@@ -107,7 +107,7 @@ def test_examples_whose_parameters_are_named_after_their_rows_back_each_other_th
                 for i, (row, cells) in enumerate(ROWS.items())]
     candidates, split = own_candidates(examples, "", sandbox, 3)
     assert not split and candidates
-    assert all(c.backed and c.vouched and c.score == 3 and c.checked == 3 for c in candidates)
+    assert all(c.backed and c.score == 3 and c.checked == 3 for c in candidates)
 
 
 def test_a_table_group_is_built_and_its_hits_read_the_table_without_the_small_model(tmp_path, sandbox):
