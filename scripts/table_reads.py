@@ -27,13 +27,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from minicache.align import align, learn_exemplar
+from minicache.align import align
 from minicache.bench.data import is_correct, load_tatqa
 from minicache.errors import ProgramError, ProgramShapeError
 from minicache.lifting import lift
 from minicache.request import request_text
 from minicache.sandbox import SandboxPool
 from minicache.synthesis import ProgramSignature, parse_signature
+from minicache.tables import learn_table_exemplar
 
 
 def signature_of(program: str, text: str) -> tuple[ProgramSignature, str] | None:
@@ -88,8 +89,8 @@ def replay(run: Path) -> Counter[str]:
             if parsed is None or not pot[request.id]:
                 continue
             signature, source = parsed
-            exemplar = learn_exemplar(signature.template, text, dict(signature.defaults))
-            if exemplar is not None and "table" in exemplar:
+            exemplar = learn_table_exemplar(signature.template, text, dict(signature.defaults))
+            if exemplar is not None:
                 entries[group] = (exemplar, source)
                 counts["stand-in entries"] += 1
     return counts
