@@ -29,6 +29,7 @@ from .hit import learn_profile, needs_probation, probation_reason
 from .models.base import ModelBackend
 from .models.compute import compute_clock
 from .numbers import candidate_values
+from .reach import unreachable
 from .request import request_text, shared_prefix, strip_prefix
 from .rules import learn_rules
 from .sandbox import SandboxPool
@@ -58,6 +59,11 @@ NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, 
 # the same held example as the first.
 UNBACKED_NOT_TRIED = ("not validated: an own program no other example backs already failed a check "
                       "of the small model's on these held examples")
+
+
+# Why a check that needed the small model failed without asking it: no choice of the request's
+# numbers gives the example's answer (minicache.reach), so no reading of the model's could.
+UNREACHABLE = "no choice of the request's numbers gives its answer (the small model was not asked)"
 
 
 class NotYet:
@@ -350,6 +356,8 @@ class Builder:
                     check.extraction, check.variables = "align", check_types(signature.template, aligned.values)
                 else:
                     check.extraction = mode
+                    if mode == "choice" and unreachable(source, signature.template, text, ex.answer, self.sandbox):
+                        raise ExtractionError(UNREACHABLE)
                     check.variables = self.extractor.by_model(signature.template, text,
                                                               choice=(mode == "choice")).variables
                 value = check_answer(self.sandbox.run(source, check.variables).value)

@@ -30,7 +30,7 @@ from fakes import (
 )
 from minicache import build as build_module
 from minicache.admission import AdmissionConfig
-from minicache.build import NO_SHARED_COMPUTATION, UNBACKED_NOT_TRIED
+from minicache.build import NO_SHARED_COMPUTATION, UNBACKED_NOT_TRIED, UNREACHABLE
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
 from minicache.hit import VerifyConfig
 from minicache.routing import skeleton
@@ -468,11 +468,13 @@ def test_a_group_where_another_example_backs_an_own_program_still_asks_the_targe
     assert attempts[-1]["source"] == "target-build" and attempts[-1]["error"] != NO_SHARED_COMPUTATION
 
 
-def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_check(make):
+def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_check(make, monkeypatch):
     """Three different computations, checked by the small model (no alignment): each lifted program
     answers only its own example, so it must pass every held example, and the first wrong answer
     ends its validation. Before, each spent a second extraction to reach 2 of 3 failures (TAT-QA's
-    failed builds: four extractions, 20-25 s)."""
+    failed builds: four extractions, 20-25 s). The model is asked here as where a request writes
+    too many numbers to try every choice (tests/test_reach.py has the shortcut)."""
+    monkeypatch.setattr("minicache.build.unreachable", lambda *args: False)
     rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
     for values in CR_VALUES[:3]:  # misses; the third builds the group inline
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
@@ -484,11 +486,13 @@ def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_c
     assert [c["example"] for c in failure["checks"]] == [failure["examples"][0]]
 
 
-def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_is_not_validated(make):
+def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_is_not_validated(make, monkeypatch):
     """Both lifted programs answer only their own example. The first fails the small model's check
     on a held example; the second would be checked on the same held examples, by the same model,
     and is recorded as not validated instead (tatqa-v5: 2.8-6.7 s of extraction each, none ever
-    passed), so the failed build costs one extraction, not two."""
+    passed), so the failed build costs one extraction, not two. (The model is asked, as in the test
+    above; without that, no choice of the held example's numbers gives its answer and none is.)"""
+    monkeypatch.setattr("minicache.build.unreachable", lambda *args: False)
     rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
     for values in CR_VALUES[:3]:
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
@@ -498,6 +502,20 @@ def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_
         ("lifted", False), ("lifted", True), ("target-build", False)]
     assert attempts[-1]["error"] == NO_SHARED_COMPUTATION  # and the target is still not asked
     assert rig.target.build_calls == 0 and len(rig.small.calls) == 1
+
+
+def test_a_mixed_group_fails_its_build_without_asking_the_small_model(make):
+    """The same three computations, with the model-free shortcut on (minicache.reach): the first lifted
+    program divides, and no choice of the held example's two numbers gives its answer by division,
+    so the check fails without a model call, and the build with it (svamp-v7: 1.0-1.2 s a failed
+    build before, 0.0 s after, scripts/rebuild_replay.py)."""
+    rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    for values in CR_VALUES[:3]:
+        rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
+    rig.mc.wait_for_builds()
+    failure = rig.store.group_failure("default", "label:mixed")
+    assert rig.store.active_entry("default", "label:mixed") is None and rig.small.calls == []
+    assert [c["error"] for c in failure["checks"]] == [UNREACHABLE]
 
 
 def test_an_own_program_no_other_example_backs_is_trusted_when_every_held_example_passes(make):
