@@ -1,13 +1,17 @@
-"""Replay a run's refused would-be hits through today's hit verifier with a second choice, on the real small model.
+"""Replay a run's refused would-be hits through today's hit verifier: with a second choice, or another model choosing.
 
 For each minicache row of ``RUN/requests.jsonl`` that fell back on a refusal of one of the ``--checks``
-(by default the refutations that get a second choice: range, unit, unwritten, duplicate), the group's
-entry that was active when the request came (the latest one created before it, from ``RUN/minicache.db``)
-verifies the request again: a hit runs the entry's program in the sandbox and its answer is compared
-with the gold answer and with pot's on the same request (same row file). Nothing is written to the
-run's folder (the store is copied to a temporary file). No target model is loaded.
+(by default the refutations that get a second choice: range, unit, unwritten, duplicate; ``all``: every
+refusal but probation, audit and answer), the group's entry that was active when the request came (the
+latest one created before it, from ``RUN/minicache.db``) verifies the request again: a hit runs the
+entry's program in the sandbox and its answer is compared with the gold answer and with pot's on the
+same request (same row file). Nothing is written to the run's folder (the store is copied to a
+temporary file). ``--model target`` has the target choose the values instead of the small model (would
+escalating a refused choice to the bigger model make hits?); ``--no-second-choice`` turns that off.
 
     .venv/bin/python scripts/second_choice_replay.py benchmarks/results/formula-v11 --dataset formula
+    .venv/bin/python scripts/second_choice_replay.py benchmarks/results/formula-v12 --dataset formula \
+        --checks all --model target --no-second-choice
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import argparse
 import json
 import shutil
 import sqlite3
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 from minicache.answers import check_answer
@@ -30,14 +36,21 @@ from minicache.request import request_text
 from minicache.sandbox import SandboxPool
 from minicache.store import SQLiteStore
 
+SKIPPED = ("probation", "audit", "answer")  # not a reading: --checks all leaves them out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a benchmark result folder (requests.jsonl, minicache.db)")
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--checks", default=",".join(REFUTING), help="refusal checks to replay (comma-separated)")
+    ap.add_argument("--checks", default=",".join(REFUTING),
+                    help="refusal checks to replay (comma-separated), or all")
+    ap.add_argument("--model", choices=("small", "target"), default="small", help="the model that chooses values")
+    ap.add_argument("--second-choice", action=argparse.BooleanOptionalAction, default=True,
+                    help="choose once more when a check refutes one value")
     args = ap.parse_args()
     checks = set(args.checks.split(","))
+    seconds: list[float] = []
     rows = [json.loads(line) for line in (args.run / "requests.jsonl").read_text().splitlines() if line.strip()]
     pot = {r["id"]: r for r in rows if r["method"] == "pot"}
     requests = {str(r.id): r for r in load(args.dataset)}
@@ -47,13 +60,15 @@ def main() -> None:
         entries = sqlite3.connect(db).execute("select id, group_id, created_at from entries").fetchall()
         store = SQLiteStore(db)
         set_real_models_allowed(True)
-        verifier = HitVerifier(Extractor(LlamaCppBackend.embedded("small")), VerifyConfig(second_choice=True))
+        verifier = HitVerifier(Extractor(LlamaCppBackend.embedded(args.model)),
+                               VerifyConfig(second_choice=args.second_choice))
         tally: dict[str, int] = {}
         with SandboxPool() as sandbox:
             for row in rows:
                 reason = (row["detail"] or {}).get("fallback_reason") or ""
                 check = reason.removeprefix("HitRefused: ").split(":", 1)[0]
-                if row["method"] != "minicache" or not reason.startswith("HitRefused") or check not in checks:
+                wanted = check not in SKIPPED if "all" in checks else check in checks
+                if row["method"] != "minicache" or not reason.startswith("HitRefused") or not wanted:
                     continue
                 group = row["detail"]["group"]
                 before = [e for e in entries if e[1] == group and e[2] <= row["started_at"]]
@@ -61,6 +76,7 @@ def main() -> None:
                 if entry is None:
                     continue
                 req = requests[str(row["id"])]
+                began = time.perf_counter()
                 try:
                     ex = verifier.extract(entry, request_text(req.question, req.context))
                     answer = check_answer(sandbox.run(entry.program, ex.variables).value)
@@ -74,9 +90,13 @@ def main() -> None:
                     outcome = f"hit {ex.method} {'right' if right else 'wrong'}"
                     outcome += " (pot right)" if pot[row["id"]]["correct"] else " (pot wrong)"
                 tally[outcome] = tally.get(outcome, 0) + 1
-                print(f"{row['id']:24} was {check:10} -> {outcome}", flush=True)
+                seconds.append(time.perf_counter() - began)
+                print(f"{row['id']:24} was {check:10} -> {outcome:32} {seconds[-1]:5.2f} s", flush=True)
         store.close()
     print("\n" + "\n".join(f"{n:4}  {k}" for k, n in sorted(tally.items(), key=lambda t: -t[1])))
+    if seconds:
+        print(f"seconds a replayed request: median {statistics.median(seconds):.2f}, "
+              f"mean {statistics.fmean(seconds):.2f}")
 
 
 if __name__ == "__main__":
