@@ -50,7 +50,8 @@ retry asked the target again (tatqa-v2: 115 s, tatqa-v3: 93.4 s, each the worst 
 
 A group with a single arrival is never built, whatever the estimate. For the first
 ``warmup_requests`` requests of a process the estimates are not trusted yet and ``build_after``
-alone decides.
+alone decides; when the warm-up ends, the groups that reached ``build_early`` examples during it are
+offered their early build at once (``BuildQueue.offer_early``) rather than on their next miss.
 
 **Learning from failure.** A failed build records which examples failed which check (expected,
 got, variables, error); a failed hit records the request. The record lives in the store

@@ -417,3 +417,18 @@ def test_no_group_is_built_early_during_admissions_warm_up_or_when_switched_off(
         for values in CR_VALUES[:2]:
             mc.solve(CURRENT_RATIO.ask(*values))
         assert mc.store.list_entries("default") == []
+
+
+def test_a_group_that_reached_two_examples_during_the_warm_up_is_built_early_when_it_ends(make):
+    """Its early build was declined on its second miss (admission still warming up); when the warm-up
+    ends, on another group's request, it is offered again, so its third request is a hit, not a miss."""
+    mc = make(admission=AdmissionConfig(warmup_requests=13))
+    costs(mc.admission, miss=100.0, hit=0.0, build=0.001)  # 10 requests observed
+    for values in CR_VALUES[:2]:  # requests 11 and 12: still warming up
+        mc.solve(CURRENT_RATIO.ask(*values))
+    assert not mc.admission.trusted() and mc.store.list_entries("default") == []
+    mc.solve(SIMPLE_INTEREST.ask(*SI_VALUES[0]))  # request 13, of another group: the warm-up is over
+    assert mc.admission.trusted()
+    result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]))
+    assert result.route == "hit" and result.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[2]))
+    assert mc.target.build_calls == 0
