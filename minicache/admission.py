@@ -48,35 +48,45 @@ the target's attempt is dear and made no entry in any committed run whose store 
 v3-v11, SVAMP, TAT-QA, WebShop, no-repetition; docs/hits.md, section 5); priced together, each
 retry asked the target again (tatqa-v2: 115 s, tatqa-v3: 93.4 s, each the worst block of its run).
 
+**The small model's checks**, a build's other dear step (its reading of each held example that no
+alignment reads: 1-8 s of compute a build), are priced the same way, just before a build would first
+ask it:
+
+    P(build succeeds) x E[future arrivals] x (miss cost - hit cost) > their cost
+
+with the cost the mean of the tenant's measured builds that asked it (store counters
+``model_check_builds``, ``model_check_ms``), ``model_check_prior`` misses until one is measured.
+A build declined there records no failure (the group waits, as after an early build that found
+nothing). Why: once a build's checks that cannot pass ask no model (:mod:`minicache.reach`), most
+failed builds cost 0.03 s and the build cost admission learns fell with them, so in svamp-v8
+(2026-12-05) 46 builds ran where svamp-v7 ran 3, and the 9 that reached the model cost 0.9-2.3 s
+each, with requests waiting for them; the 4 entries served no hit.
+
 A group with a single arrival is never built, whatever the estimate. For the first
 ``warmup_requests`` requests of a process the estimates are not trusted yet and ``build_after``
 alone decides; when the warm-up ends, the groups that reached ``build_early`` examples during it are
 offered their early build at once (``BuildQueue.offer_early``) rather than on their next miss.
 
-**Learning from failure.** A failed build records which examples failed which check (expected,
-got, variables, error); a failed hit records the request. The record lives in the store
-(``groups.failure``), so every replica's next attempt sees it: the failing examples join the
-validation set and must pass, the target's generalization starts from the recorded feedback, and a
-retry waits for a new example. From the second failure on, the group also backs off in time, doubling
-each failure (``backoff_s`` x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed
-hour after a fixed number of failures.
+**Learning from failure** (what a failed build or hit records, and what the next build does
+with it) is :mod:`minicache.failures`'s.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .store.base import Example, Group, Store
+from .store.base import Store
 
-MAX_RECORDED = 5  # failing examples / requests kept per group
 # A tenant's record of target generalizations, as store counters: asked, made an entry, milliseconds.
 GENERALIZE_COUNTERS = ("generalizations", "generalizations_ok", "generalize_ms")
 TARGET_NOT_ADMITTED = "not asked: a generalization is not expected to pay"
+# A tenant's record of builds whose validation asked the small model: such builds, their milliseconds of it.
+MODEL_CHECK_COUNTERS = ("model_check_builds", "model_check_ms")
+MODEL_CHECKS_NOT_ADMITTED = "not validated: the small model's checks are not expected to pay"
 
 
 @dataclass
@@ -99,6 +109,9 @@ class AdmissionConfig:
     # A target generalization's cost in misses until the tenant's are measured (measured on the 2-core
     # VM: 13-15 misses on Formula, 5.6-10 on TAT-QA, 2026-11-29 to 12-04; docs/hits.md, section 5).
     generalize_prior: float = 8.0
+    # A build's small-model checks, in misses, until the tenant's are measured (measured on the 2-core
+    # VM: 1.0-2.3 s against a 2.0 s SVAMP miss, 2.8-8.3 s against an 11 s TAT-QA miss, 2026-12-04/05).
+    model_check_prior: float = 0.5
     backoff_s: float = 60.0  # back-off after a group's second failed build; doubles with each after
     backoff_max_s: float = 86_400.0
 
@@ -275,6 +288,29 @@ class Admission:
         return {"n": n, "asked": asked, "made": made, "p_ok": p_ok, "future": future, "miss_s": miss,
                 "hit_s": hit, "cost_s": cost, "gain_s": p_ok * future * (miss - hit) - cost}
 
+    def model_check_estimate(self, tenant: str, n: int, record: Mapping[str, int], first_misses: int = 0,
+                             failures: int = 0) -> dict[str, float]:
+        """The terms of a build's small-model checks for a group seen ``n`` times whose builds failed
+        ``failures`` times, their cost from the tenant's ``record`` (:data:`MODEL_CHECK_COUNTERS`)."""
+        builds, ms = (record.get(name, 0) for name in MODEL_CHECK_COUNTERS)
+        miss = self.miss.value
+        hit, _ = self.hit_attempt_cost()
+        cost = ms / 1000 / builds if builds else self.config.model_check_prior * miss
+        p_ok = self.build_success(failures)
+        future = max(0.0, self.expected_future(tenant, n) - first_misses)
+        return {"n": n, "p_ok": p_ok, "future": future, "miss_s": miss, "hit_s": hit, "cost_s": cost,
+                "gain_s": p_ok * future * (miss - hit) - cost}
+
+    def model_checks_declined(self, tenant: str, n: int, record: Mapping[str, int], first_misses: int = 0,
+                              failures: int = 0) -> str | None:
+        """Why a build does not ask the small model to read its held examples (module doc), or None
+        when it asks: always, until the estimates are trusted."""
+        t = self.model_check_estimate(tenant, n, record, first_misses, failures)
+        if not self.trusted() or t["gain_s"] > 0:
+            return None
+        return (f"{MODEL_CHECKS_NOT_ADMITTED} ({t['p_ok']:.2f} x {t['future']:.1f} arrivals x "
+                f"{t['miss_s'] - t['hit_s']:.1f} s against {t['cost_s']:.1f} s)")
+
     def target_declined(self, tenant: str, n: int, record: Mapping[str, int], first_misses: int = 0) -> str | None:
         """Why a build whose own programs failed does not ask the target to generalize a group seen
         ``n`` times (module doc), or None when it asks: always, until the estimates are trusted."""
@@ -303,39 +339,6 @@ class Admission:
 
 # -- failures --------------------------------------------------------------------------------------
 
-def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None = None) -> bool:
-    """Whether a failed group must wait: its back-off has not run out, or no example is new since."""
-    if (now or time.time()) < group.uncacheable_until:
-        return True
-    return failure is not None and failure.get("kind") == "build" and group.n_examples <= failure.get("n_examples", 0)
-
-
-def record_build_failure(store: Store, group: Group, attempts: list[dict[str, Any]], checks: list[dict[str, Any]],
-                         feedback: str | None, config: AdmissionConfig, max_build_failures: int) -> dict[str, Any]:
-    """Count a failed build, back the group off exponentially, and record why for the next attempt."""
-    previous = store.group_failure(group.tenant, group.id) or {}
-    group.build_failures += 1
-    # The first failure waits only for a new example (it joins the validation set); then time doubles.
-    wait = 0.0 if group.build_failures == 1 else min(config.backoff_s * 2 ** (group.build_failures - 2),
-                                                     config.backoff_max_s)
-    group.uncacheable_until = time.time() + wait
-    if group.build_failures >= max_build_failures:
-        group.status = "uncacheable"
-    store.update_group(group)
-    failed = [c for c in checks if not c.get("match")]
-    examples = list(dict.fromkeys([c["example"] for c in failed if c.get("example")] + previous.get("examples", [])))
-    failure = {"kind": "build", "at": time.time(), "failures": group.build_failures, "backoff_s": wait,
-               "n_examples": group.n_examples, "examples": examples[:MAX_RECORDED],
-               "requests": previous.get("requests", [])[:MAX_RECORDED],
-               "hit_errors": previous.get("hit_errors", [])[:MAX_RECORDED],
-               "checks": [{k: c.get(k) for k in ("example", "expected", "got", "variables", "error")}
-                          for c in failed[:MAX_RECORDED]],
-               "attempts": [{k: a.get(k) for k in ("source", "ok", "error")} for a in attempts],
-               "feedback": feedback}
-    store.set_group_failure(group.tenant, group.id, failure)
-    return failure
-
-
 def record_generalization(store: Store, tenant: str, seconds: float, ok: bool) -> None:
     """Add one target generalization to the tenant's record (:data:`GENERALIZE_COUNTERS`)."""
     store.bump(tenant, "generalizations")
@@ -344,25 +347,7 @@ def record_generalization(store: Store, tenant: str, seconds: float, ok: bool) -
         store.bump(tenant, "generalizations_ok")
 
 
-def record_failed_hit(store: Store, tenant: str, group_id: str, question: str, reason: str, evicted: bool) -> None:
-    """A request the group's entry failed on: the next build must answer it right."""
-    failure = store.group_failure(tenant, group_id) or {"examples": [], "requests": []}
-    failure["requests"] = list(dict.fromkeys([question] + failure.get("requests", [])))[:MAX_RECORDED]
-    failure.setdefault("hit_errors", [])
-    failure["hit_errors"] = ([reason] + failure["hit_errors"])[:MAX_RECORDED]
-    if evicted:
-        failure.update(kind="evict", at=time.time())
-    store.set_group_failure(tenant, group_id, failure)
-
-
-def validation_set(examples: list[Example], failure: dict[str, Any] | None, n: int) -> tuple[list[Example], set[str]]:
-    """The examples a build validates on: the newest ``n``, plus every recorded failing example or
-    request still in the group (those must pass). Returns them and the ids that must pass."""
-    held = examples[-n:]
-    if not failure:
-        return held, set()
-    ids = set(failure.get("examples", []))
-    questions = set(failure.get("requests", []))
-    must = [ex for ex in examples if ex.id in ids or ex.question in questions]
-    must_ids = {ex.id for ex in must}
-    return must + [ex for ex in held if ex.id not in must_ids], must_ids
+def record_model_checks(store: Store, tenant: str, seconds: float) -> None:
+    """Add one build's small-model checks to the tenant's record (:data:`MODEL_CHECK_COUNTERS`)."""
+    store.bump(tenant, "model_check_builds")
+    store.bump(tenant, "model_check_ms", max(0, round(seconds * 1000)))

@@ -7,17 +7,19 @@ trusts one only after the real hit path (extraction, then the program) reproduce
 examples (:meth:`Builder.validate`). Failing those, the target writes a generalized program
 (:func:`minicache.synthesis.generalize`), if another example backs one of the group's own programs
 or none could be lifted (``NO_SHARED_COMPUTATION``), and if admission, from the tenant's record of
-generalizations, expects it to pay. What a failed build failed on is recorded for the next one
-(:mod:`minicache.admission`); when a group is built, and where, is :mod:`minicache.build_queue`'s.
+generalizations, expects it to pay; the small model's checks are priced the same way before the
+first is asked. What a failed build failed on is recorded for the next one (:mod:`minicache.failures`),
+what it records is :mod:`minicache.validation`'s; when a group is built, and where, is
+:mod:`minicache.build_queue`'s.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, TypedDict
+from collections.abc import Callable
+from typing import Any, Literal
 
-from .admission import Admission, record_build_failure, record_generalization, validation_set
+from .admission import Admission, record_generalization, record_model_checks
 from .align import align, learn_exemplar
 from .answers import check_answer
 from .candidates import Candidate, own_candidates
@@ -25,6 +27,7 @@ from .engine_config import EngineConfig
 from .errors import BackendError, ExtractionError, ProgramError, ProgramShapeError
 from .events import EventLog
 from .extraction import Extractor, check_types
+from .failures import record_build_failure, validation_set
 from .hit import learn_profile, needs_probation, probation_reason
 from .models.base import ModelBackend
 from .models.compute import compute_clock
@@ -33,92 +36,18 @@ from .reach import unreachable
 from .request import request_text, shared_prefix, strip_prefix
 from .rules import learn_rules
 from .sandbox import SandboxPool
-from .store import Entry, Example, Store, Variable, new_id
+from .store import Entry, Example, Store, new_id
 from .synthesis import answers_match, fill_defaults, generalize, parse_signature
-
-# Why a build did not ask the target to generalize. Every own program it lifted answered only its
-# own example, with the model-free comparison and through the hit path: nothing shows the examples
-# are one computation, and a generalization of several is expected to fail. It is the build's dear
-# step (55-66 s of compute on the 2-core VM), and none asked so ever made an entry in the committed
-# runs (Formula v3-v6, SVAMP, no-repetition: every entry was lifted). In no-repetition-v3, routing
-# grouped six different TAT-QA derivations; the target's attempt took 58.5 s and failed, and the
-# requests it overlapped waited 22 s for it.
-NO_SHARED_COMPUTATION = ("not asked: no own program reproduced another example, so the examples may be "
-                         "different computations")
-
-
-# Why a build did not validate an own program that no other example backs (``Candidate.backed``):
-# another such program already failed a check that needed the small model, on the same held
-# examples. Such a program is trusted only if it passes every held example, and the one that came
-# first in the ranking was read wrong by the model on one of them. In the committed stores
-# (benchmarks/results, 2026-12-04) 35 groups' last failed builds validated two lifted programs and
-# both failed (20 with NO_SHARED_COMPUTATION: neither was backed), and no entry came from a second
-# candidate after an unbacked first one (in each of Formula v6-v12 one entry came from a second
-# candidate, and its first was backed). tatqa-v5's seven failed groups, rebuilt from the same examples
-# (scripts/rebuild_replay.py), spent 2.8-6.7 s on the second one's extraction, which failed on
-# the same held example as the first.
-UNBACKED_NOT_TRIED = ("not validated: an own program no other example backs already failed a check "
-                      "of the small model's on these held examples")
-
-
-# Why a check that needed the small model failed without asking it: no choice of the request's
-# numbers gives the example's answer (minicache.reach), so no reading of the model's could.
-UNREACHABLE = "no choice of the request's numbers gives its answer (the small model was not asked)"
-
-
-class NotYet:
-    """What an early build that made no entry returns: not a failure, the group waits for more examples."""
-
-
-NOT_YET = NotYet()
-
-
-@dataclass
-class Check:
-    """One held example run through the real hit path during validation (stored with a failed build)."""
-
-    example: str
-    expected: Any
-    variables: dict[str, Any] | None = None
-    got: Any = None
-    match: bool = False
-    error: str | None = None
-    extraction: str | None = None  # "align" (with the candidate's own example) or the model's mode
-
-    @property
-    def by_model(self) -> bool:
-        """Whether the small model chose this check's values (not a complete alignment)."""
-        return self.extraction is not None and self.extraction != "align"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Validation:
-    """What validating one candidate found: whether it passed, with which template and extraction
-    mode, each held example's check, and the (request text, values) pairs that matched."""
-
-    ok: bool
-    error: str | None = None
-    template: list[Variable] = field(default_factory=list)
-    extraction: Literal["choice", "free"] | None = None
-    checks: list[Check] = field(default_factory=list)
-    validated: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    passed: int = 0
-    of: int = 0
-    shared_prefix: str = ""
-    defaults: dict[str, Any] = field(default_factory=dict)  # the candidate's defaults (None where it has none)
-    refused: list[str] = field(default_factory=list)  # examples the entry's hit path would refuse (tables)
-
-
-class Attempt(TypedDict, total=False):
-    """One candidate a build tried, as stored in the entry's validation record and the group's failure."""
-
-    source: str
-    ok: bool
-    error: str | None
-    agreements: int
+from .validation import (
+    NO_SHARED_COMPUTATION,
+    NOT_YET,
+    UNBACKED_NOT_TRIED,
+    UNREACHABLE,
+    Attempt,
+    Check,
+    NotYet,
+    Validation,
+)
 
 
 class Builder:
@@ -155,7 +84,7 @@ class Builder:
         # An early build (fewer than build_after examples, EngineConfig.build_early) tries only own
         # programs another example backs; without one the group waits, and nothing is recorded.
         early = len(examples) < self.config.build_after
-        # What failed last time (minicache.admission) must pass now, and seeds the target's feedback.
+        # What failed last time (minicache.failures) must pass now, and seeds the target's feedback.
         failure = self.store.group_failure(tenant, group_id)
         held, must = validation_set(examples, failure, self.config.validate_n)
         # Values that vary cannot be in the boilerplate every request of the group starts with.
@@ -168,6 +97,16 @@ class Builder:
             if not candidates:
                 return NOT_YET
         feedback = failure.get("feedback") if failure else None
+        decision: list[str | None] = []  # whether this build may ask the small model, decided once
+
+        def ask_model() -> str | None:
+            if not decision:
+                seen, first_misses, counters = self.admission_view(tenant, group_id, len(examples))
+                decision.append(self.admission.model_checks_declined(
+                    tenant, seen, counters, first_misses, int(failure.get("failures", 0)) if failure else 0))
+            return decision[0]
+
+        model_s = 0.0
         attempts: list[Attempt] = []
         failed_checks: list[Check] = []
         no_majority = not candidates and split
@@ -203,7 +142,13 @@ class Builder:
                 break
             # An own program no other example's program agreed with must pass every held example.
             backed = cand.kind == "target-build" or cand.backed
-            record = self.validate(cand.source, held, cand.origin, prefix, backed=backed, also=newest)
+            record = self.validate(cand.source, held, cand.origin, prefix, backed=backed, also=newest,
+                                   ask_model=ask_model)
+            model_s += record.model_s
+            if record.declined:  # not a failure: the group waits, as after an early build that found nothing
+                self._spent_on_model(tenant, model_s)
+                self.store.bump(tenant, "builds_declined")
+                return NOT_YET
             if cand.kind != "target-build":
                 own_tried = True
                 shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
@@ -221,6 +166,7 @@ class Builder:
             if cand.kind == "target-build":
                 record_generalization(self.store, tenant, compute_clock() - asked, record.ok)
             if record.ok:
+                self._spent_on_model(tenant, model_s)
                 return self._store_entry(tenant, group_id, cand, record, attempts, examples, held, failure)
             failing = [c for c in record.checks if not c.match]
             failed_checks += failing
@@ -231,6 +177,7 @@ class Builder:
                 candidates = [c for c in candidates if c.backed]
             feedback = "\n".join(f"- expected {c.expected}, got {c.error if c.error is not None else c.got} with "
                                  f"variables {c.variables}" for c in failing[:4]) or record.error
+        self._spent_on_model(tenant, model_s)
         group = self.store.get_group(tenant, group_id)
         if group is not None:  # back off exponentially; record why for the next attempt
             record_build_failure(self.store, group, [dict(a) for a in attempts],
@@ -239,6 +186,11 @@ class Builder:
         self.store.bump(tenant, "builds_failed")
         self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
         return None
+
+    def _spent_on_model(self, tenant: str, seconds: float) -> None:
+        """A build's small-model checks into the tenant's record, which prices the next build's."""
+        if seconds > 0:
+            record_model_checks(self.store, tenant, seconds)
 
     def _target_declined(self, tenant: str, group_id: str, n_examples: int) -> str | None:
         """Why the target is not asked to generalize (:meth:`Admission.target_declined`), or None."""
@@ -282,7 +234,8 @@ class Builder:
         return entry
 
     def validate(self, source: str, held: list[Example], origin: Example, prefix: str,
-                 backed: bool = True, also: list[Example] | None = None) -> Validation:
+                 backed: bool = True, also: list[Example] | None = None,
+                 ask_model: Callable[[], str | None] | None = None) -> Validation:
         """Run the real hit path (extraction, then the program) on each held example; the candidate
         passes if enough answers match the ones its examples were served.
 
@@ -311,7 +264,12 @@ class Builder:
         alone. Why: in tatqa-v7 (2026-12-04) the largest percentage-change group failed both builds
         on held examples the table did not read (one asked for two changes at once) and that the
         small model read wrong; the entry would have refused them. On the same stream with this
-        (tatqa-v8), that group was built in 0.1 s and served table hits."""
+        (tatqa-v8), that group was built in 0.1 s and served table hits.
+
+        ``ask_model``, called before the small model's first check, says why the build should not pay
+        for it (admission, :meth:`Admission.model_checks_declined`); the validation then stops there,
+        ``declined``. A check no choice of the example's numbers can pass asks no model
+        (:mod:`minicache.reach`)."""
         try:
             signature = parse_signature(source, require_defaults=False)  # a target-built one may have none
         except ProgramShapeError as exc:
@@ -347,6 +305,7 @@ class Builder:
 
         checks: list[Check] = []
         validated: list[tuple[str, dict[str, Any]]] = []
+        model_s = 0.0
         for n, (ex, text, aligned) in enumerate(planned):
             if sum(c.match for c in checks) + (len(planned) - n) < needed():
                 break  # cannot reach the required matches any more
@@ -358,8 +317,19 @@ class Builder:
                     check.extraction = mode
                     if mode == "choice" and unreachable(source, signature.template, text, ex.answer, self.sandbox):
                         raise ExtractionError(UNREACHABLE)
-                    check.variables = self.extractor.by_model(signature.template, text,
-                                                              choice=(mode == "choice")).variables
+                    declined = ask_model() if ask_model is not None else None
+                    if declined is not None:
+                        return Validation(ok=False, error=declined, template=signature.template, extraction=mode,
+                                          checks=checks, validated=validated, passed=sum(c.match for c in checks),
+                                          of=len(planned), shared_prefix=prefix,
+                                          defaults=signature.defaults, refused=refused, model_s=model_s,
+                                          declined=True)
+                    began = compute_clock()
+                    try:
+                        check.variables = self.extractor.by_model(signature.template, text,
+                                                                  choice=(mode == "choice")).variables
+                    finally:
+                        model_s += compute_clock() - began
                 value = check_answer(self.sandbox.run(source, check.variables).value)
                 check.got, check.match = value, answers_match(value, ex.answer)
                 if check.match:
@@ -371,4 +341,4 @@ class Builder:
         passed = sum(c.match for c in checks)
         return Validation(ok=passed >= needed(), template=signature.template, extraction=mode, checks=checks,
                           validated=validated, passed=passed, of=len(planned), shared_prefix=prefix,
-                          defaults=signature.defaults, refused=refused)
+                          defaults=signature.defaults, refused=refused, model_s=model_s)

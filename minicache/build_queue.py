@@ -10,9 +10,9 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from .admission import backing_off
 from .build import Builder
 from .engine_config import EngineConfig
+from .failures import backing_off
 
 log = logging.getLogger(__name__)
 

@@ -59,5 +59,5 @@ class EngineConfig:
     audit_delta: float = 0.01  # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
     audit_z: float = 1.96  # the bound's confidence (Wilson score interval, z=1.96: 95% two-sided)
     step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)
-    # Which groups are built, and the back-off of failing ones (minicache.admission).
+    # Which groups are built, and the back-off of failing ones (minicache.admission, minicache.failures).
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)

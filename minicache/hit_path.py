@@ -17,11 +17,11 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from .admission import record_failed_hit
 from .answers import SolveResult, check_answer, format_answer
 from .engine_config import EngineConfig
 from .errors import HitRefused, MiniCacheError
 from .events import EventLog
+from .failures import record_failed_hit
 from .hit import ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
 from .miss import MissPath
 from .refusals import LEARNABLE, revise

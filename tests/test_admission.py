@@ -17,7 +17,7 @@ from fakes import (
     HashEmbedder,
     spy_on_admission,
 )
-from minicache.admission import TARGET_NOT_ADMITTED, Admission, AdmissionConfig
+from minicache.admission import MODEL_CHECKS_NOT_ADMITTED, TARGET_NOT_ADMITTED, Admission, AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit import VerifyConfig
 from minicache.store import SQLiteStore
@@ -432,3 +432,45 @@ def test_a_group_that_reached_two_examples_during_the_warm_up_is_built_early_whe
     result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]))
     assert result.route == "hit" and result.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[2]))
     assert mc.target.build_calls == 0
+
+
+# -- the small model's checks in a build, priced (Admission.model_checks_declined) ---------------
+
+def checks_priced(make, check_ms: int) -> tuple[MiniCache, FakeSmall]:
+    """An engine past the warm-up where builds pay, no alignment (held examples need the small model),
+    and a tenant whose one measured build spent ``check_ms`` on the small model's checks."""
+    small = FakeSmall()
+    mc = make(small=small, admission=AdmissionConfig(warmup_requests=0), use_rules=False, build_early=0)
+    costs(mc.admission, miss=100.0, hit=0.0, build=0.001)
+    mc.store.bump("default", "model_check_builds")
+    mc.store.bump("default", "model_check_ms", check_ms)
+    return mc, small
+
+
+def test_a_build_whose_model_checks_are_not_expected_to_pay_asks_no_model_and_records_no_failure(make):
+    mc, small = checks_priced(make, check_ms=1_000_000)  # 1,000 s of checks against a few arrivals' savings
+    for values in CR_VALUES[:3]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    group = mc.store.list_groups("default")[0]
+    assert mc.store.list_entries("default") == [] and small.calls == []
+    assert group.build_failures == 0 and mc.store.group_failure("default", group.id) is None
+    counters = mc.store.counters("default")
+    assert counters["builds_declined"] >= 1 and counters["model_check_builds"] == 1  # nothing spent, nothing added
+
+
+def test_a_build_whose_model_checks_pay_asks_the_model_and_adds_its_seconds_to_the_record(make):
+    mc, small = checks_priced(make, check_ms=1)
+    for values in CR_VALUES[:3]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    assert mc.store.list_entries("default") != [] and small.calls != []
+    counters = mc.store.counters("default")
+    assert counters["model_check_builds"] == 2 and counters.get("builds_declined", 0) == 0
+
+
+def test_model_checks_are_never_declined_before_the_estimates_are_trusted():
+    admission = Admission(AdmissionConfig(warmup_requests=1000))
+    costs(admission, miss=1.0, hit=0.9, build=0.001)
+    record = {"model_check_builds": 1, "model_check_ms": 100_000}
+    assert admission.model_checks_declined("default", 3, record) is None
+    admission.config.warmup_requests = 0
+    assert admission.model_checks_declined("default", 3, record).startswith(MODEL_CHECKS_NOT_ADMITTED)

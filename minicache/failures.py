@@ -1,0 +1,77 @@
+"""What a failed build or an evicted entry teaches the next build.
+
+A failed build records which examples failed which check (expected, got, variables, error); a
+failed hit records the request. The record lives in the store
+(``groups.failure``), so every replica's next attempt sees it: the failing examples join the
+validation set and must pass, the target's generalization starts from the recorded feedback, and a
+retry waits for a new example. From the second failure on, the group also backs off in time, doubling
+each failure (``backoff_s`` x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed
+hour after a fixed number of failures.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .admission import AdmissionConfig
+from .store.base import Example, Group, Store
+
+MAX_RECORDED = 5  # failing examples / requests kept per group
+
+
+def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None = None) -> bool:
+    """Whether a failed group must wait: its back-off has not run out, or no example is new since."""
+    if (now or time.time()) < group.uncacheable_until:
+        return True
+    return failure is not None and failure.get("kind") == "build" and group.n_examples <= failure.get("n_examples", 0)
+
+
+def record_build_failure(store: Store, group: Group, attempts: list[dict[str, Any]], checks: list[dict[str, Any]],
+                         feedback: str | None, config: AdmissionConfig, max_build_failures: int) -> dict[str, Any]:
+    """Count a failed build, back the group off exponentially, and record why for the next attempt."""
+    previous = store.group_failure(group.tenant, group.id) or {}
+    group.build_failures += 1
+    # The first failure waits only for a new example (it joins the validation set); then time doubles.
+    wait = 0.0 if group.build_failures == 1 else min(config.backoff_s * 2 ** (group.build_failures - 2),
+                                                     config.backoff_max_s)
+    group.uncacheable_until = time.time() + wait
+    if group.build_failures >= max_build_failures:
+        group.status = "uncacheable"
+    store.update_group(group)
+    failed = [c for c in checks if not c.get("match")]
+    examples = list(dict.fromkeys([c["example"] for c in failed if c.get("example")] + previous.get("examples", [])))
+    failure = {"kind": "build", "at": time.time(), "failures": group.build_failures, "backoff_s": wait,
+               "n_examples": group.n_examples, "examples": examples[:MAX_RECORDED],
+               "requests": previous.get("requests", [])[:MAX_RECORDED],
+               "hit_errors": previous.get("hit_errors", [])[:MAX_RECORDED],
+               "checks": [{k: c.get(k) for k in ("example", "expected", "got", "variables", "error")}
+                          for c in failed[:MAX_RECORDED]],
+               "attempts": [{k: a.get(k) for k in ("source", "ok", "error")} for a in attempts],
+               "feedback": feedback}
+    store.set_group_failure(group.tenant, group.id, failure)
+    return failure
+
+
+def record_failed_hit(store: Store, tenant: str, group_id: str, question: str, reason: str, evicted: bool) -> None:
+    """A request the group's entry failed on: the next build must answer it right."""
+    failure = store.group_failure(tenant, group_id) or {"examples": [], "requests": []}
+    failure["requests"] = list(dict.fromkeys([question] + failure.get("requests", [])))[:MAX_RECORDED]
+    failure.setdefault("hit_errors", [])
+    failure["hit_errors"] = ([reason] + failure["hit_errors"])[:MAX_RECORDED]
+    if evicted:
+        failure.update(kind="evict", at=time.time())
+    store.set_group_failure(tenant, group_id, failure)
+
+
+def validation_set(examples: list[Example], failure: dict[str, Any] | None, n: int) -> tuple[list[Example], set[str]]:
+    """The examples a build validates on: the newest ``n``, plus every recorded failing example or
+    request still in the group (those must pass). Returns them and the ids that must pass."""
+    held = examples[-n:]
+    if not failure:
+        return held, set()
+    ids = set(failure.get("examples", []))
+    questions = set(failure.get("requests", []))
+    must = [ex for ex in examples if ex.id in ids or ex.question in questions]
+    must_ids = {ex.id for ex in must}
+    return must + [ex for ex in held if ex.id not in must_ids], must_ids
