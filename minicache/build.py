@@ -145,7 +145,11 @@ class Builder:
             record = self.validate(cand.source, held, cand.origin, prefix, backed=backed, also=newest,
                                    ask_model=ask_model)
             model_s += record.model_s
-            if record.declined:  # not a failure: the group waits, as after an early build that found nothing
+            if record.declined:
+                # Candidates that need no model (a table's, or read by alignment) may still be trusted;
+                # without one the build is not a failure: the group waits, as after an early build.
+                if candidates:
+                    continue
                 self._spent_on_model(tenant, model_s)
                 self.store.bump(tenant, "builds_declined")
                 return NOT_YET

@@ -201,3 +201,41 @@ def test_a_table_candidate_its_table_reads_only_its_own_example_for_is_not_trust
               for i, row in enumerate(["net sales", "other assets"], start=1)]
     record = builder_engine.builder.validate(LIFTED, [origin, *unread], origin, "", backed=False)
     assert record.refused == ["ex1", "ex2"] and record.of == 1 and not record.ok
+
+
+def test_a_table_candidate_is_still_trusted_after_the_small_models_checks_are_declined(tmp_path, sandbox,
+                                                                                        monkeypatch):
+    """Admission declines the small model's checks (Admission.model_checks_declined); the build's
+    first candidate needs them and is set aside, and the table candidate after it, checked without a
+    model, is trusted: a declined check ends a candidate, not the build."""
+    from minicache import build
+    from minicache.candidates import Candidate
+
+    def with_a_model_candidate_first(examples, *args):
+        candidates, split = own_candidates(examples, *args)
+        # Its default is written nowhere: its values would be the small model's free reading.
+        return [Candidate("lifted", "def solve(k=7):\n    return k * 2\n", examples[0], score=3, checked=3),
+                *candidates], split
+
+    def target(messages, options):
+        asked = messages[-1].content
+        for row, cells in ROWS.items():
+            if PCT.format(row=row) in asked:
+                return f"```python\n{pct_program(row, *cells)}```"
+        raise AssertionError("no generalization expected")
+
+    def small(messages, options):
+        raise AssertionError("the small model's checks were declined")
+
+    monkeypatch.setattr(build, "own_candidates", with_a_model_candidate_first)
+    mc = MiniCache(FakeBackend(target), FakeBackend(small), store=SQLiteStore(tmp_path / "mc.db"),
+                   embedder=HashEmbedder(), sandbox=sandbox,
+                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
+    monkeypatch.setattr(mc.builder.admission, "model_checks_declined", lambda *args: "declined by the test")
+    try:
+        for row in ROWS:
+            mc.solve(PCT.format(row=row), TABLE, group="pct")
+        entry = mc.store.active_entry("default", "label:pct")
+        assert entry is not None and "table" in entry.validation["profile"]["exemplars"][0]
+    finally:
+        mc.close()
