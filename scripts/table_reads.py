@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sqlite3
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -97,26 +99,33 @@ def replay(run: Path) -> Counter[str]:
 
 
 def model_reads(run: Path, groups: list[str]) -> None:
-    from minicache import MiniCache
+    """The small model's reading of each example of ``groups``, from a copy of the run's store (the
+    committed one is never opened) and with the small model alone loaded."""
+    from minicache.extraction import Extractor
     from minicache.models.base import set_real_models_allowed
+    from minicache.models.llamacpp import LlamaCppBackend
+    from minicache.store import SQLiteStore
 
     set_real_models_allowed(True)
-    mc = MiniCache.local(str(run / "minicache.db"))
+    extractor = Extractor(LlamaCppBackend.embedded("small"))
     right = total = 0
-    try:
-        for group in groups:
-            for ex in mc.store.examples("default", group):
-                text = request_text(ex.question, ex.context)
-                parsed = signature_of(ex.program, text)
-                if parsed is None:
-                    continue
-                signature = parsed[0]
-                chosen = mc.builder.extractor.by_model(signature.template, text, choice=True).variables
-                total += 1
-                right += chosen == dict(signature.defaults)
-                print(f"{ex.question[:60]!r}: program {dict(signature.defaults)}, model {chosen}")
-    finally:
-        mc.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(run / "minicache.db", Path(tmp) / "minicache.db")
+        store = SQLiteStore(Path(tmp) / "minicache.db")
+        try:
+            for group in groups:
+                for ex in store.examples("default", group):
+                    text = request_text(ex.question, ex.context)
+                    parsed = signature_of(ex.program, text)
+                    if parsed is None:
+                        continue
+                    signature = parsed[0]
+                    chosen = extractor.by_model(signature.template, text, choice=True).variables
+                    total += 1
+                    right += chosen == dict(signature.defaults)
+                    print(f"{ex.question[:60]!r}: program {dict(signature.defaults)}, model {chosen}")
+        finally:
+            store.close()
     print(f"the small model chose the program's own values on {right} of {total} examples")
 
 
