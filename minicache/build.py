@@ -125,6 +125,8 @@ class Builder:
                 attempts.append({"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION})
                 break
             elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
+                if ask_model() is not None:  # its program would need the small model's checks
+                    return self._declined(tenant, model_s)
                 declined = self._target_declined(tenant, group_id, len(examples))
                 if declined is not None:
                     attempts.append({"source": "target-build", "ok": False, "error": declined})
@@ -148,11 +150,10 @@ class Builder:
             if record.declined:
                 # Candidates that need no model (a table's, or read by alignment) may still be trusted;
                 # without one the build is not a failure: the group waits, as after an early build.
+                attempts.append({"source": cand.kind, "ok": False, "error": record.error, "agreements": cand.score})
                 if candidates:
                     continue
-                self._spent_on_model(tenant, model_s)
-                self.store.bump(tenant, "builds_declined")
-                return NOT_YET
+                return self._declined(tenant, model_s)
             if cand.kind != "target-build":
                 own_tried = True
                 shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
@@ -190,6 +191,12 @@ class Builder:
         self.store.bump(tenant, "builds_failed")
         self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
         return None
+
+    def _declined(self, tenant: str, model_s: float) -> NotYet:
+        """A build whose small-model checks admission declined: no failure, the group waits."""
+        self._spent_on_model(tenant, model_s)
+        self.store.bump(tenant, "builds_declined")
+        return NOT_YET
 
     def _spent_on_model(self, tenant: str, seconds: float) -> None:
         """A build's small-model checks into the tenant's record, which prices the next build's."""

@@ -474,3 +474,14 @@ def test_model_checks_are_never_declined_before_the_estimates_are_trusted():
     assert admission.model_checks_declined("default", 3, record) is None
     admission.config.warmup_requests = 0
     assert admission.model_checks_declined("default", 3, record).startswith(MODEL_CHECKS_NOT_ADMITTED)
+
+
+def test_the_target_is_not_asked_to_generalize_when_the_small_models_checks_of_its_program_would_be_declined(make):
+    """Its program would be trusted only through the small model's checks; with those declined the
+    build does not pay for the generalization either, and records no failure."""
+    mc = generalizing(make, {"model_check_builds": 1, "model_check_ms": 100_000_000})
+    for values in CR_VALUES[:3]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    group = mc.store.list_groups("default")[0]
+    assert mc.target.build_calls == 0 and mc.store.list_entries("default") == []
+    assert group.build_failures == 0 and mc.store.counters("default")["builds_declined"] >= 1
