@@ -337,7 +337,7 @@ class Admission:
         return terms["gain_s"] > 0, terms
 
 
-# -- failures --------------------------------------------------------------------------------------
+# -- the tenant's records of a build's dear steps (store counters) ----------------------------
 
 def record_generalization(store: Store, tenant: str, seconds: float, ok: bool) -> None:
     """Add one target generalization to the tenant's record (:data:`GENERALIZE_COUNTERS`)."""

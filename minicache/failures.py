@@ -1,12 +1,13 @@
 """What a failed build or an evicted entry teaches the next build.
 
 A failed build records which examples failed which check (expected, got, variables, error); a
-failed hit records the request. The record lives in the store
-(``groups.failure``), so every replica's next attempt sees it: the failing examples join the
-validation set and must pass, the target's generalization starts from the recorded feedback, and a
-retry waits for a new example. From the second failure on, the group also backs off in time, doubling
-each failure (``backoff_s`` x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed
-hour after a fixed number of failures.
+failed hit records the request. The record lives in the store (``groups.failure``), so every
+replica's next attempt sees it: the failing examples join the validation set and must pass, the
+target's generalization starts from the recorded feedback, and a retry waits for a new example.
+From the second failure on, the group also backs off in time, doubling each failure (``backoff_s``
+x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed hour after a fixed number
+of failures. Whether a failed group is worth building again is admission's
+(:mod:`minicache.admission`, the group's own failures in its odds).
 """
 
 from __future__ import annotations
