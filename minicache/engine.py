@@ -230,6 +230,10 @@ class MiniCache:
             "generalizations": counters.get("generalizations", 0),
             "generalizations_ok": counters.get("generalizations_ok", 0),
             "generalize_s": counters.get("generalize_ms", 0) / 1000,
+            # builds that stopped before the small model's checks, and those checks' record (admission)
+            "builds_declined": counters.get("builds_declined", 0),
+            "model_check_builds": counters.get("model_check_builds", 0),
+            "model_check_s": counters.get("model_check_ms", 0) / 1000,
             "evictions": counters.get("evictions", 0),
             "hit_refusals": counters.get("hit_refusals", 0), "audits": counters.get("audits", 0),
             "audits_disagreed": counters.get("audits_disagreed", 0),

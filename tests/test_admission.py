@@ -456,6 +456,7 @@ def test_a_build_whose_model_checks_are_not_expected_to_pay_asks_no_model_and_re
     assert group.build_failures == 0 and mc.store.group_failure("default", group.id) is None
     counters = mc.store.counters("default")
     assert counters["builds_declined"] >= 1 and counters["model_check_builds"] == 1  # nothing spent, nothing added
+    assert mc.stats()["builds_declined"] == counters["builds_declined"]  # shown by `minicache stats`, /metrics
 
 
 def test_a_build_whose_model_checks_pay_asks_the_model_and_adds_its_seconds_to_the_record(make):

@@ -601,6 +601,7 @@ def test_metrics_count_what_was_served(rig):
     assert sample_value(text, "minicache_engine_hits_total", {"tenant": "default"}) == 2
     assert sample_value(text, "minicache_builds_total", {"tenant": "default", "outcome": "ok"}) == 1
     assert sample_value(text, "minicache_builds_total", {"tenant": "default", "outcome": "failed"}) == 0
+    assert sample_value(text, "minicache_builds_total", {"tenant": "default", "outcome": "declined"}) == 0
     assert sample_value(text, "minicache_hit_rate", {"tenant": "default"}) == pytest.approx(2 / 6)
     # The rig's engine audits nothing and its fake small model's values pass every hit check.
     assert sample_value(text, "minicache_engine_audits_total", {"tenant": "default"}) == 0

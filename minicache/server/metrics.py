@@ -54,6 +54,7 @@ class EngineCollector(Collector):
                 family.add_metric([tenant], stats.get(name, raw.get(name, 0)))
             builds.add_metric([tenant, "ok"], stats["builds_ok"])
             builds.add_metric([tenant, "failed"], stats["builds_failed"])
+            builds.add_metric([tenant, "declined"], stats["builds_declined"])  # before the small model's checks
             hit_rate.add_metric([tenant], stats["hit_rate"])
             entries.add_metric([tenant], stats["entries_active"])
             demoted.add_metric([tenant], stats.get("entries_demoted", 0))
