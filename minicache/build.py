@@ -317,6 +317,7 @@ class Builder:
         checks: list[Check] = []
         validated: list[tuple[str, dict[str, Any]]] = []
         model_s = 0.0
+        declined: str | None = None
         for n, (ex, text, aligned) in enumerate(planned):
             if sum(c.match for c in checks) + (len(planned) - n) < needed():
                 break  # cannot reach the required matches any more
@@ -330,11 +331,7 @@ class Builder:
                         raise ExtractionError(UNREACHABLE)
                     declined = ask_model() if ask_model is not None else None
                     if declined is not None:
-                        return Validation(ok=False, error=declined, template=signature.template, extraction=mode,
-                                          checks=checks, validated=validated, passed=sum(c.match for c in checks),
-                                          of=len(planned), shared_prefix=prefix,
-                                          defaults=signature.defaults, refused=refused, model_s=model_s,
-                                          declined=True)
+                        break  # the validation stops before the model's first check
                     began = compute_clock()
                     try:
                         check.variables = self.extractor.by_model(signature.template, text,
@@ -350,6 +347,7 @@ class Builder:
                 check.match, check.error = False, str(exc)
             checks.append(check)
         passed = sum(c.match for c in checks)
-        return Validation(ok=passed >= needed(), template=signature.template, extraction=mode, checks=checks,
-                          validated=validated, passed=passed, of=len(planned), shared_prefix=prefix,
-                          defaults=signature.defaults, refused=refused, model_s=model_s)
+        return Validation(ok=declined is None and passed >= needed(), error=declined, template=signature.template,
+                          extraction=mode, checks=checks, validated=validated, passed=passed, of=len(planned),
+                          shared_prefix=prefix, defaults=signature.defaults, refused=refused, model_s=model_s,
+                          declined=declined is not None)
