@@ -8,6 +8,10 @@ seconds its validation took, its outcome) and the build's total seconds, then th
 
     .venv/bin/python scripts/rebuild_replay.py benchmarks/results/tatqa-v5/minicache.db
 
+With ``--first K``, every group is cut to its oldest K examples and built once, failed or not:
+with K below ``build_after`` (3) that is the early build (``EngineConfig.build_early``) the group
+could have had at K examples.
+
 Why: a build's cost on a stream depends on when admission lets it run and on what it overlaps; this
 measures what one build of the same examples costs, so that two versions of the build code can be
 compared on identical inputs in minutes instead of a stream's hour and a half. It says nothing of
@@ -39,6 +43,7 @@ def failed_groups(db: Path) -> list[tuple[str, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a benchmark's minicache.db")
+    ap.add_argument("--first", type=int, metavar="K", help="cut every group to its oldest K examples and build it")
     args = ap.parse_args()
     set_real_models_allowed(True)
     groups = failed_groups(args.store)
@@ -48,15 +53,21 @@ def main() -> None:
         with sqlite3.connect(copy) as con:
             con.execute("UPDATE groups SET failure=NULL, build_failures=0, uncacheable_until=0, status='open'")
             con.execute("DELETE FROM entries")
+            if args.first:
+                con.execute("DELETE FROM examples WHERE (SELECT COUNT(*) FROM examples AS older WHERE older.tenant ="
+                            " examples.tenant AND older.group_id = examples.group_id AND older.created_at <"
+                            " examples.created_at) >= ?", (args.first,))
+                groups = con.execute("SELECT tenant, group_id FROM examples GROUP BY tenant, group_id HAVING COUNT(*)"
+                                     " = ? ORDER BY MIN(created_at)", (args.first,)).fetchall()
         config = EngineConfig(background_builds=False, admission=AdmissionConfig(enabled=False))
         mc = MiniCache.local(str(copy), config=config)
         log: list[dict[str, Any]] = []
         validate = Builder.validate
 
         def timed(self: Builder, source: str, held: list, origin: Any, prefix: str, backed: bool = True,
-                  also: Any = None) -> Any:
+                  **kwargs: Any) -> Any:
             t = time.perf_counter()
-            record = validate(self, source, held, origin, prefix, backed, also)
+            record = validate(self, source, held, origin, prefix, backed, **kwargs)
             log.append({"backed": backed, "s": time.perf_counter() - t, "ok": record.ok,
                         "model_checks": sum(c.by_model for c in record.checks)})
             return record
