@@ -9,14 +9,12 @@ values in the sandbox.
 from __future__ import annotations
 
 import ast
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .answers import check_answer
 from .errors import ProgramError, ProgramShapeError
 from .lifting import lift
-from .reach import matching
 from .request import request_text, strip_prefix
 from .sandbox import SandboxPool, parse_source
 from .store import Example
@@ -36,9 +34,6 @@ class Candidate:
     score: int = 0  # model-free agreements minus disagreements with the group's other examples
     checked: int = 0  # examples (its own included) whose own program could be compared with it
     agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (request text, values) that agreed
-    # Its parameters are names its program gave its values (``revenue = 150000``), not names lifting
-    # made up from the request's words: only then is it compared by order (_by_order).
-    named: bool = True
 
     @property
     def backed(self) -> bool:
@@ -67,10 +62,7 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
     candidate is then checked against the other examples without any model: where an example's
     own program lifts to the same parameters (or, for a candidate whose values are cells of its
     request's table, where the same table reading reads the example: ``_table_values``), running
-    the candidate on that example's values must give its answer. A *named* candidate (its program
-    named its values itself) is also compared with an example whose own program used as many values
-    under other names: when exactly one order of those values gives that example's answer, they
-    agree (``_by_order``). Only a candidate a majority of the
+    the candidate on that example's values must give its answer. Only a candidate a majority of the
     examples it could be compared with agree with is kept (one example's mistake must not become
     every later request's), ranked by agreements minus disagreements (among equals, a backed one
     first, then the newest); the agreeing (request,
@@ -96,7 +88,7 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
         shape = without_defaults(source)
         if shape not in shapes:  # one candidate per function: the newest example's defaults
             shapes.add(shape)
-            found.append(Candidate(kind, source, ex, named=kind == "miss-program" or _named(ex.program, inputs[ex.id])))
+            found.append(Candidate(kind, source, ex))
     for cand in found:
         signature = parse_signature(cand.source)
         defaults = signature.defaults
@@ -105,8 +97,6 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
             own = inputs[ex.id]  # as lifting.own_values: only under the same parameter names
             values = defaults if ex is cand.origin else own if own and set(own) == set(defaults) \
                 else _table_values(table, texts[ex.id])
-            if values is None and cand.named and own:
-                values = _by_order(cand.source, list(defaults), own, ex.answer, sandbox)
             if values is None:
                 continue
             try:
@@ -117,50 +107,11 @@ def own_candidates(examples: list[Example], prefix: str, sandbox: SandboxPool,
             cand.checked += 1
             if agrees:
                 cand.agreed.append((texts[ex.id], values))
-    # among equals, one another example backs, then one whose program named its values
-    found.sort(key=lambda c: (-c.score, not c.backed, not c.named))
+    found.sort(key=lambda c: (-c.score, not c.backed))  # among equals, one another example backs
     # agreements = (score + checked) / 2 must be more than half of checked, i.e. score > 0
     kept = [c for c in found if c.score > 0]
     split = not kept and any(c.checked >= 2 for c in found)  # compared with each other, and no majority
     return kept[:limit], split
-
-
-MAX_ORDERED = 5  # parameters whose orders _by_order tries (5! = 120 runs, one sandbox job)
-
-
-def _named(program: str, defaults: dict[str, Any]) -> bool:
-    """Whether every parameter lifting made of ``program`` is named after a variable the program
-    assigned (``rate_pct`` for ``rate = 0.05`` written as 5%), not after the request's words."""
-    try:
-        tree = ast.parse(program)
-    except SyntaxError:
-        return False
-    assigned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return bool(defaults) and all(name in assigned or name.removesuffix("_pct") in assigned for name in defaults)
-
-
-def _by_order(source: str, names: list[str], own: dict[str, Any], answer: Any,
-              sandbox: SandboxPool) -> dict[str, Any] | None:
-    """Another example's own values (its program's, under other names) in the one order of
-    ``names`` that makes ``source`` give that example's ``answer``, or None: a different count of
-    values, a text value, too many to try, or no order or more than one that gives it.
-
-    Why: lifting names a parameter written inline after the words before its number, so two
-    examples of one computation often share no names, and their programs were never compared (10
-    of 22 Formula groups' first two examples in formula-v12's store): such a group could not be
-    built early, at 2 examples. Only candidates whose own program named their values are compared
-    this way: formula-v13 compared every candidate by reading values, and two groups were built
-    around made-up names that misled the small model on hits (docs/hits.md). No single order is not
-    a disagreement (an example's program may take a value in another form, a rate as 0.05), so
-    the example is then not compared; two orders (a product) cannot say which value is which."""
-    values = list(own.values())
-    if len(values) != len(names) or len(names) > MAX_ORDERED \
-            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        return None
-    orders = [dict(zip(names, p, strict=True)) for p in dict.fromkeys(itertools.permutations(values))]
-    found = matching(source, orders, answer, sandbox)
-    agreeing = [order for order, ok in zip(orders, found or [], strict=False) if ok]
-    return agreeing[0] if len(agreeing) == 1 else None
 
 
 def _table_values(exemplar: dict[str, Any] | None, text: str) -> dict[str, Any] | None:

@@ -59,32 +59,24 @@ def assignments(template: list[Variable], text: str) -> list[dict[str, Any]] | N
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(numbers, repeat=len(names))]
 
 
-def matching(source: str, tried: list[dict[str, Any]], expected: Any, sandbox: SandboxPool) -> list[bool] | None:
-    """For each assignment of ``tried``, whether ``source`` run on it answers ``expected``; all in one
-    sandbox job. None when the job fails (then nothing can be told)."""
-    try:
-        results = sandbox.run(source + _HARNESS, {"assignments": tried}, function="minicache_reach").value
-    except MiniCacheError:
-        return None
-    if not isinstance(results, list) or len(results) != len(tried):
-        return None
-    return [_matches(value, expected) for value in results]
-
-
-def _matches(value: Any, expected: Any) -> bool:
-    if value is None:
-        return False
-    try:
-        return answers_match(check_answer(value), expected)
-    except MiniCacheError:
-        return False
-
-
 def unreachable(source: str, template: list[Variable], text: str, expected: Any, sandbox: SandboxPool) -> bool:
     """True when no choice of ``text``'s numbers makes ``source`` answer ``expected`` (the small
     model's choice cannot pass this check); False when one does, or when that cannot be told cheaply."""
     tried = assignments(template, text)
     if tried is None:
         return False
-    found = matching(source, tried, expected, sandbox)
-    return found is not None and not any(found)
+    try:
+        results = sandbox.run(source + _HARNESS, {"assignments": tried}, function="minicache_reach").value
+    except MiniCacheError:
+        return False
+    if not isinstance(results, list) or len(results) != len(tried):
+        return False
+    for value in results:
+        if value is None:
+            continue
+        try:
+            if answers_match(check_answer(value), expected):
+                return False
+        except MiniCacheError:
+            continue
+    return True

@@ -177,7 +177,6 @@ class FakeTarget(FakeBackend):
     defaults) | "broken" (program raises) | "broken_once" (first attempt of each request raises, the
     retry is fine) | "constant" (a correct answer returned as one number, so nothing to lift) |
     "other" (the sum of the request's numbers: as if it asked for another computation) |
-    "inline" (the correct program with the values written into its expression, not named) |
     "raise" (BackendError).
     ``build_mode`` (generalization calls from a build): "ok" | "broken" | "raise" | "no_defaults"
     (the parameterized program with no default values, as the 1.5B model often writes it).
@@ -211,11 +210,6 @@ class FakeTarget(FakeBackend):
             return f"```python\ndef solve():\n    return {domain.answer(*values)!r}\n```"
         if self.mode == "other":
             return f"```python\ndef solve():\n    return {float(sum(values))!r}\n```"
-        if self.mode == "inline":
-            expression = domain.expression
-            for name, value in zip(domain.names, values, strict=False):
-                expression = re.sub(rf"\b{name}\b", repr(value), expression)
-            return f"```python\ndef solve():\n    return {expression}\n```"
         if self.mode == "parameterized":
             return f"Here is the program.\n```python\n{domain.program(values)}```\n"
         return f"Here is the program.\n```python\n{domain.plain_program(values)}```\n"

@@ -403,21 +403,6 @@ def test_two_examples_that_disagree_wait_for_build_after_and_record_no_failure(m
     assert mc.store.active_entry("default", group.id) is not None
 
 
-def test_a_group_whose_second_program_writes_its_values_inline_is_built_early(make):
-    """Through the engine: the first miss's program names its values, the second's writes them into
-    its expression; the early build at 2 examples trusts the named program
-    (its values compared by order: minicache.candidates._by_order), and the third is a hit."""
-    mc = early(make)
-    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[0])).route == "miss"
-    mc.target.mode = "inline"
-    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[1])).route == "miss"
-    entries = mc.store.list_entries("default", "active")
-    assert len(entries) == 1 and entries[0].validation["passed"] == 2
-    assert "current_assets" in entries[0].program and mc.target.build_calls == 0
-    result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]))
-    assert result.route == "hit" and result.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[2]))
-
-
 def test_a_request_sent_twice_does_not_back_an_early_build(make):
     mc = early(make)
     question = CURRENT_RATIO.ask(*CR_VALUES[0])

@@ -519,11 +519,10 @@ def test_a_mixed_group_fails_its_build_without_asking_the_small_model(make):
 
 
 def test_an_own_program_no_other_example_backs_is_trusted_when_every_held_example_passes(make):
-    """One computation written under other names by each example, a product: the programs cannot be
-    compared without a model (both orders of another example's values give its answer, so which is
-    which is unknown: minicache.candidates._by_order), and the newest one is trusted after the small
-    model's values reproduce all three held examples."""
-    rig = make(target=VaryingTarget(["*", "*", "*"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    """One computation written under other names by each example: the programs cannot be compared
+    without a model, and the newest one is trusted after the small model's values reproduce all
+    three held examples."""
+    rig = make(target=VaryingTarget(["/", "/", "/"]), admission=AdmissionConfig(enabled=False), use_rules=False)
     for values in CR_VALUES[:3]:
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
     rig.mc.wait_for_builds()
