@@ -36,12 +36,19 @@ def _cues(var: Variable, profile: dict[str, Any]) -> set[str]:
     return found | set((profile.get("cues") or {}).get(var.name, []))
 
 
+def rule_readings(entry: Entry, text: str) -> dict[str, Any]:
+    """What each of the entry's learned rules reads in ``text``, for the variables a rule reads
+    (None where it finds nothing)."""
+    return {var.name: apply_rule(entry.rules[var.name], text) for var in entry.template
+            if var.type != "string" and entry.rules.get(var.name)}
+
+
 def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any],
                 min_margin: float) -> None:
     """Refuse a model's choice that any independent signal contradicts (see the module docstring)."""
     values = extraction.variables
     numeric = [v for v in entry.template if v.type != "string" and isinstance(values.get(v.name), (int, float))]
-    said_by_rules = {var.name: apply_rule(entry.rules[var.name], text) for var in numeric if entry.rules.get(var.name)}
+    said_by_rules = {k: v for k, v in rule_readings(entry, text).items() if k in {var.name for var in numeric}}
     for var in numeric:
         said = said_by_rules.get(var.name)
         if said is not None and said != values[var.name]:

@@ -71,13 +71,17 @@ def template_prompt(template: list[Variable]) -> str:
 
 
 def template_schema(template: list[Variable], candidates: list[float | int] | None,
-                    exclude: Mapping[str, Collection[Any]] | None = None) -> dict[str, Any]:
+                    exclude: Mapping[str, Collection[Any]] | None = None,
+                    fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON schema of an extraction: each number one of ``candidates`` (less the values
-    ``exclude`` takes out for that variable) when given, else any number of its type."""
+    ``exclude`` takes out for that variable) when given, else any number of its type; a variable
+    ``fixed`` gives a value among the candidates has that value alone (the decoder writes it)."""
     props: dict[str, Any] = {}
     for v in template:
         if v.type == "string":
             props[v.name] = {"type": "string", "maxLength": 200}
+        elif candidates and fixed and v.name in fixed and fixed[v.name] in candidates:
+            props[v.name] = {"enum": [fixed[v.name]]}
         elif candidates:
             out = (exclude or {}).get(v.name, ())
             allowed = [c for c in candidates if c not in out]
@@ -148,15 +152,17 @@ class Extractor:
         return values
 
     def by_model(self, template: list[Variable], text: str, *, choice: bool | None = None,
-                 exclude: Mapping[str, Collection[Any]] | None = None) -> Extraction:
+                 exclude: Mapping[str, Collection[Any]] | None = None,
+                 fixed: Mapping[str, Any] | None = None) -> Extraction:
         """The small model fills ``template``: choosing among the request's numbers (``choice``),
-        with the values ``exclude`` names taken out of a variable's choices, or freely."""
+        with the values ``exclude`` names taken out of a variable's choices, and the variables
+        ``fixed`` names given the value it names (when that is one of the choices), or freely."""
         choice = self.use_choice if choice is None else choice
         text = relevant_text(text)
         candidates = candidate_values(text) if choice else None
         if choice and not candidates:
             candidates = None
-        schema = template_schema(template, candidates, exclude)
+        schema = template_schema(template, candidates, exclude, fixed)
         began = time.perf_counter()
         try:
             out = self.small.complete(

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .align import Alignment, align, learn_exemplars, positions, same_value, same_values
-from .corroboration import corroborate
+from .corroboration import corroborate, rule_readings
 from .errors import ExtractionError, HitRefused  # HitRefused re-exported
 from .extraction import Extraction, Extractor, Method, check_types
 from .store.base import Entry, Variable
@@ -55,6 +55,11 @@ class VerifyConfig:
     # A refuted value taken out, the model chooses once more (HitVerifier._second_choice). Off: replayed
     # on formula-v11's 14 refutations it made no hit (scripts/second_choice_replay.py, docs/hits.md).
     second_choice: bool = False
+    # The values the entry's learned rules read are given to the small model, which chooses only the
+    # rest (HitVerifier.pinned). Off: it chooses every value and a rule it contradicts refuses the hit.
+    # On: replayed on formula-v12, v13, v15 and v16's rule/align refusals and model-chosen hits it made
+    # 6 more hits and no new wrong one (scripts/second_choice_replay.py --pin, docs/hits.md section 2).
+    pin_readings: bool = True
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
     # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly
     # pass (at least `probation_tenant_min` run, failure estimate (failed+1)/(run+2) at most
@@ -290,18 +295,21 @@ class HitVerifier:
             why = "; ".join(sorted({align(ex, text).reason for ex in exemplars}))
             raise HitRefused("align", f"the entry's values are read from the table only: {why}")
         mode = entry.validation.get("extraction", "choice")
-        extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"))
+        pinned = self.pinned(entry, text, partial) if mode == "choice" and self.config.pin_readings else {}
+        extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"), fixed=pinned)
+        if pinned:
+            extraction.detail["pinned"] = sorted(pinned)
         try:
             self._corroborated(entry, extraction, text, partial)
         except HitRefused as refused:
             if mode != "choice" or not self.config.second_choice:
                 raise
-            extraction = self._second_choice(entry, extraction, text, partial, refused)
+            extraction = self._second_choice(entry, extraction, text, partial, refused, pinned)
             extraction.seconds = time.perf_counter() - began
         if self.config.reorder_check and len(entry.template) > 1:
             # A model that fills variables by their order in the prompt, not by meaning, changes its
             # answer when the order changes. Costs a second call: off unless asked for.
-            again = self.extractor.by_model(entry.template[::-1], text, choice=(mode == "choice"))
+            again = self.extractor.by_model(entry.template[::-1], text, choice=(mode == "choice"), fixed=pinned)
             differ = [k for k, v in extraction.variables.items() if again.variables.get(k) != v]
             if differ:
                 raise HitRefused("reorder", f"with the variables in reverse order the model chose "
@@ -310,13 +318,31 @@ class HitVerifier:
             extraction.seconds = time.perf_counter() - began
         return extraction
 
+    def pinned(self, entry: Entry, text: str, partial: dict[str, Any]) -> dict[str, Any]:
+        """The values the entry's learned rules read in ``text``, given to the small model, which
+        chooses only the rest. A reading the exemplars' alignment contradicts is not given (the
+        disagreement then refuses the hit, as it would unpinned); empty when the rules would leave
+        the model nothing to choose.
+
+        Why: with every value chosen by the model, a model that disagreed with a rule on one
+        variable refused the hit, while rule readings were right 99% of the time (issue 16); replayed
+        on formula-v12..v16 (scripts/second_choice_replay.py --pin) pinning turned such refusals into
+        right hits. Only rules pin: a slot read by aligning one exemplar alone (``partial``) once read
+        the wrong number (formula-v16, formula-train-516) and pinning it made a wrong hit where the
+        disagreement had refused it. Every other check (range, unit, duplicate, the words around each
+        number, the alignment, margins) still runs on all the values."""
+        numeric = {v.name for v in entry.template if v.type != "string"}
+        readings = {k: v for k, v in rule_readings(entry, text).items()
+                    if v is not None and k in numeric and (k not in partial or same_value(partial[k], v))}
+        return {} if numeric <= set(readings) else readings
+
     def _corroborated(self, entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any]) -> None:
         profile = entry.validation.get("profile") or {}
         _checked_values(profile, entry.template, extraction.variables, text, self.config.value_range)
         corroborate(entry, extraction, text, partial, self.config.min_margin)
 
     def _second_choice(self, entry: Entry, first: Extraction, text: str, partial: dict[str, Any],
-                       refused: HitRefused) -> Extraction:
+                       refused: HitRefused, pinned: dict[str, Any]) -> Extraction:
         """The model chooses again with the one value a check refuted taken out of that variable's
         choices, and the new choice must pass every check. Only a refutation qualifies (a value
         outside the variable's range or written form, or one number in two variables): the check
@@ -329,7 +355,8 @@ class HitVerifier:
             raise refused
         value = first.variables[name]
         try:
-            again = self.extractor.by_model(entry.template, text, choice=True, exclude={name: [value]})
+            again = self.extractor.by_model(entry.template, text, choice=True, exclude={name: [value]},
+                                            fixed={k: v for k, v in pinned.items() if k != name})
             if again.variables.get(name) == value:  # a backend that ignored the schema
                 raise HitRefused(refused.check, "the value was chosen again")
             self._corroborated(entry, again, text, partial)

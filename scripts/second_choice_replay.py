@@ -8,10 +8,15 @@ entry's program in the sandbox and its answer is compared with the gold answer a
 same request (same row file). Nothing is written to the run's folder (the store is copied to a
 temporary file). ``--model target`` has the target choose the values instead of the small model (would
 escalating a refused choice to the bigger model make hits?); ``--no-second-choice`` turns that off.
+``--no-pin`` has the model choose every value even where a rule or the alignment reads one
+(``VerifyConfig.pin_readings``); ``--choice-hits`` replays the run's hits whose values the model chose
+as well (does a change turn a right hit wrong?).
 
     .venv/bin/python scripts/second_choice_replay.py benchmarks/results/formula-v11 --dataset formula
     .venv/bin/python scripts/second_choice_replay.py benchmarks/results/formula-v12 --dataset formula \
         --checks all --model target --no-second-choice
+    .venv/bin/python scripts/second_choice_replay.py benchmarks/results/formula-v15 --dataset formula \
+        --checks rule,align --no-second-choice --choice-hits
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ def main() -> None:
     ap.add_argument("--model", choices=("small", "target"), default="small", help="the model that chooses values")
     ap.add_argument("--second-choice", action=argparse.BooleanOptionalAction, default=True,
                     help="choose once more when a check refutes one value")
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=VerifyConfig.pin_readings,
+                    help="give the model the values a rule or the alignment reads (VerifyConfig.pin_readings)")
+    ap.add_argument("--choice-hits", action="store_true", help="replay the run's model-chosen hits too")
     args = ap.parse_args()
     checks = set(args.checks.split(","))
     seconds: list[float] = []
@@ -61,14 +69,17 @@ def main() -> None:
         store = SQLiteStore(db)
         set_real_models_allowed(True)
         verifier = HitVerifier(Extractor(LlamaCppBackend.embedded(args.model)),
-                               VerifyConfig(second_choice=args.second_choice))
+                               VerifyConfig(second_choice=args.second_choice, pin_readings=args.pin))
         tally: dict[str, int] = {}
         with SandboxPool() as sandbox:
             for row in rows:
                 reason = (row["detail"] or {}).get("fallback_reason") or ""
                 check = reason.removeprefix("HitRefused: ").split(":", 1)[0]
                 wanted = check not in SKIPPED if "all" in checks else check in checks
-                if row["method"] != "minicache" or not reason.startswith("HitRefused") or not wanted:
+                chosen_hit = args.choice_hits and row["route"] == "hit" and row["detail"].get("extraction") == "choice"
+                if chosen_hit:
+                    check = "choice hit"
+                elif row["method"] != "minicache" or not reason.startswith("HitRefused") or not wanted:
                     continue
                 group = row["detail"]["group"]
                 before = [e for e in entries if e[1] == group and e[2] <= row["started_at"]]
@@ -87,11 +98,14 @@ def main() -> None:
                     outcome = f"failed {type(exc).__name__}"
                 else:
                     right = is_correct(req, answer)
-                    outcome = f"hit {ex.method} {'right' if right else 'wrong'}"
+                    outcome = f"hit {ex.method}{' pinned' if ex.detail.get('pinned') else ''} " \
+                              f"{'right' if right else 'wrong'}"
                     outcome += " (pot right)" if pot[row["id"]]["correct"] else " (pot wrong)"
                 tally[outcome] = tally.get(outcome, 0) + 1
                 seconds.append(time.perf_counter() - began)
-                print(f"{row['id']:24} was {check:10} -> {outcome:32} {seconds[-1]:5.2f} s", flush=True)
+                shown = f"  {ex.variables} pinned {ex.detail['pinned']}" if outcome.startswith("hit") \
+                    and ex.detail.get("pinned") else ""
+                print(f"{row['id']:24} was {check:10} -> {outcome:32} {seconds[-1]:5.2f} s{shown}", flush=True)
         store.close()
     print("\n" + "\n".join(f"{n:4}  {k}" for k, n in sorted(tally.items(), key=lambda t: -t[1])))
     if seconds:

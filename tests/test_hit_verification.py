@@ -233,6 +233,63 @@ def test_a_rule_and_the_model_that_disagree_refuse_the_hit():
     assert refused.value.check == "rule" and small.calls == 1
 
 
+class SchemaSmall:
+    """Chooses the value the schema leaves a variable when it leaves one, else ``values``' (a model
+    that would put the liabilities' number in the assets, say). Records each call's schema."""
+
+    name = "schema-small"
+
+    def __init__(self, values) -> None:
+        self.values, self.schemas = values, []
+
+    def complete(self, messages, options=None):
+        props = options.json_schema["properties"]
+        self.schemas.append(props)
+        out = {k: props[k]["enum"][0] if len(props[k].get("enum", [])) == 1 else v for k, v in self.values.items()}
+        return Completion(text=json.dumps(out), prompt_tokens=10, completion_tokens=5,
+                          choice_margins=dict.fromkeys(out, 5.0))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_value_a_rule_reads_is_given_to_the_model_which_chooses_only_the_rest():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    rules = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}  # reads only the assets
+    small = SchemaSmall({"current_assets": 16000, "current_liabilities": 16000})  # wrong on the assets
+    got = HitVerifier(Extractor(small)).extract(cr_entry(rules=rules, exemplars=False), text)
+    assert small.schemas[0]["current_assets"] == {"enum": [64000]}
+    assert len(small.schemas[0]["current_liabilities"]["enum"]) == 2  # the model still chooses this one
+    assert got.variables == {"current_assets": 64000, "current_liabilities": 16000}
+    assert got.detail["pinned"] == ["current_assets"]
+
+
+def test_without_pins_a_model_that_contradicts_a_rule_refuses_the_hit():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    rules = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}
+    small = SchemaSmall({"current_assets": 16000, "current_liabilities": 16000})
+    verifier = HitVerifier(Extractor(small), VerifyConfig(pin_readings=False))
+    with pytest.raises(HitRefused, match="rule reads current_assets=64000"):
+        verifier.extract(cr_entry(rules=rules, exemplars=False), text)
+    assert "enum" in small.schemas[0]["current_assets"] and len(small.schemas[0]["current_assets"]["enum"]) == 2
+
+
+def test_only_rule_readings_are_pinned_and_never_against_the_alignment_or_all_of_them():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    verifier = HitVerifier(Extractor(SchemaSmall({})))
+    assets = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}
+    # One exemplar's partial alignment is not pinned: it once read the wrong number (formula-v16).
+    assert verifier.pinned(cr_entry(exemplars=False), text, {"current_liabilities": 16000}) == {}
+    assert verifier.pinned(cr_entry(rules=assets, exemplars=False), text, {}) == {"current_assets": 64000}
+    assert verifier.pinned(cr_entry(rules=assets, exemplars=False), text, {"current_assets": 64000}) == \
+        {"current_assets": 64000}
+    # A rule the alignment contradicts is not given: the disagreement refuses the hit instead.
+    assert verifier.pinned(cr_entry(rules=assets, exemplars=False), text, {"current_assets": 16000}) == {}
+    # Rules that read every value leave the model nothing to choose: nothing is pinned.
+    both = {**assets, "current_liabilities": {"kind": "anchor", "words": ["liabilities", "total"]}}
+    assert verifier.pinned(cr_entry(rules=both, exemplars=False), text, {}) == {}
+
+
 def test_rules_and_alignment_that_disagree_refuse_the_hit():
     text = CURRENT_RATIO.ask(64000, 16000)
     rules = {"current_assets": {"kind": "position", "index": 1, "count": 2},
@@ -754,8 +811,9 @@ def test_a_disagreement_or_a_small_margin_gets_no_second_choice():
         HitVerifier(Extractor(unsure), SECOND).extract(cr_entry(exemplars=False), text)
     rules = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}
     contradicted = EnumSmall({"current_assets": 16000, "current_liabilities": 64000})
+    unpinned = VerifyConfig(second_choice=True, pin_readings=False)  # pinned, the rule's value is given
     with pytest.raises(HitRefused, match="^rule"):
-        HitVerifier(Extractor(contradicted), SECOND).extract(cr_entry(rules=rules, exemplars=False), text)
+        HitVerifier(Extractor(contradicted), unpinned).extract(cr_entry(rules=rules, exemplars=False), text)
     off = EnumSmall({"current_assets": 64000, "current_liabilities": 64000})
     with pytest.raises(HitRefused, match="^duplicate"):
         HitVerifier(Extractor(off)).extract(cr_entry(exemplars=False), text)  # off by default

@@ -140,11 +140,17 @@ def with_rules(mc, rules, *, exemplars=True) -> Entry:
     return mc.store.put_entry(e)
 
 
-def test_a_wrong_rule_that_refused_a_right_model_choice_is_kept_and_keeps_refusing(mc):
+@pytest.mark.parametrize("pin", [False, True])
+def test_a_wrong_rule_that_refused_a_right_model_choice_is_kept_and_keeps_refusing(mc, pin):
+    # Pinned, the wrong rule's value is given to the model, and the other value it then chooses is
+    # refused by another check (here the one number in two variables); unpinned, the model's choice
+    # contradicts the rule.
+    mc.verifier.config.pin_readings = pin
     e = with_rules(mc, {"current_assets": ASSETS_AS_SECOND}, exemplars=False)
     for values in ((64000, 16000), (80000, 32000)):
         refused = mc.solve(REWORDED.format(*values), group="cr")
-        assert refused.route == "fallback" and refused.fallback_reason.startswith("HitRefused: rule")
+        assert refused.route == "fallback"
+        assert refused.fallback_reason.startswith("HitRefused: duplicate" if pin else "HitRefused: rule")
         assert refused.answer == pytest.approx(values[0] / values[1])  # the miss path's, right
     assert mc.store.active_entry("default", e.group_id).id == e.id
     assert mc.stats()["refusals_overturned"] == 0
