@@ -91,9 +91,9 @@ def replay(run: Path) -> Counter[str]:
             if parsed is None or not pot[request.id]:
                 continue
             signature, source = parsed
-            exemplar = learn_table_exemplar(signature.template, text, dict(signature.defaults))
-            if exemplar is not None:
-                entries[group] = (exemplar, source)
+            learned = learn_table_exemplar(signature.template, text, dict(signature.defaults))
+            if learned is not None:
+                entries[group] = (learned, source)
                 counts["stand-in entries"] += 1
     return counts
 
