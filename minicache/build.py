@@ -50,6 +50,17 @@ from .validation import (
 )
 
 
+def distinct_requests(examples: list[Example]) -> list[Example]:
+    """``examples`` with each request (question and context) once, the first time it was served."""
+    seen: set[tuple[str, str | None]] = set()
+    kept = []
+    for ex in examples:
+        if (ex.question, ex.context) not in seen:
+            seen.add((ex.question, ex.context))
+            kept.append(ex)
+    return kept
+
+
 class Builder:
     """Builds one group at a time: candidates, validation, the entry (or the recorded failure)."""
 
@@ -80,7 +91,10 @@ class Builder:
             self.store.release_build_lease(tenant, group_id, self.owner)
 
     def _build_locked(self, tenant: str, group_id: str) -> Entry | None | NotYet:
-        examples = self.store.examples(tenant, group_id)
+        # A request sent again is one example: copies would make the whole request, its numbers
+        # included, the boilerplate the group's requests share (``shared_prefix``), and back a
+        # program with the very values it was written from.
+        examples = distinct_requests(self.store.examples(tenant, group_id))
         # An early build (fewer than build_after examples, EngineConfig.build_early) tries only own
         # programs another example backs; without one the group waits, and nothing is recorded.
         early = len(examples) < self.config.build_after

@@ -227,6 +227,20 @@ def test_answer_text_uses_requested_decimal_places():
 # -- build and hit ------------------------------------------------------------------------------
 
 
+def test_a_request_sent_again_counts_once_toward_a_build(rig):
+    # Found racing four clients (test_concurrent_solves_are_correct_and_counted): a group whose held
+    # examples were one request sent three times took the whole request, its numbers included, as the
+    # group's shared boilerplate, and built an entry missing the variables written there.
+    again = warm(rig, CURRENT_RATIO, [CR_VALUES[0]] * 3)
+    assert [r.route for r in again] == ["miss"] * 3
+    assert rig.store.list_entries("default") == []  # one distinct request: nothing to build from
+    warm(rig, CURRENT_RATIO, CR_VALUES[1:3])
+    entry, = rig.store.list_entries("default", "active")
+    assert [v.name for v in entry.template] == ["current_assets", "current_liabilities"]
+    hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
+    assert hit.route == "hit" and hit.variables == dict(zip(CURRENT_RATIO.names, CR_VALUES[3], strict=True))
+
+
 def test_entry_is_built_after_build_after_misses_and_next_request_hits(rig):
     first = warm(rig, CURRENT_RATIO, CR_VALUES[:2])
     assert [r.route for r in first] == ["miss", "miss"]
