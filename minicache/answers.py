@@ -32,6 +32,9 @@ class SolveResult:
     tokens: dict[str, int] = field(default_factory=lambda: {"target": 0, "small": 0})
     similarity: float = 0.0
     extraction: str | None = None  # how a hit's values were found (minicache.extraction.Method)
+    # The variables whose values the entry's learned rules read and gave the small model, which
+    # chose the rest (minicache.hit.HitVerifier.pinned); empty where no model chose.
+    pinned: list[str] = field(default_factory=list)
     fallback_reason: str | None = None
     answer_text: str = ""
     # StepCache (structured outputs): the stitched output, its steps, whether every check passed,

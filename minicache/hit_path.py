@@ -71,7 +71,8 @@ class HitPath:
         return SolveResult(answer=value, answer_text=format_answer(value, question), route="hit",
                            group=entry.group_id, entry_id=entry.id, program=entry.program,
                            variables=extraction.variables, timings=timings,
-                           tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method)
+                           tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method,
+                           pinned=list(extraction.detail.get("pinned", [])))
 
     def schedule_audit(self, tenant: str, entry: Entry, question: str, context: str | None, **kwargs: Any) -> None:
         """Run :meth:`audit` on the background worker, or now without background builds."""

@@ -156,6 +156,13 @@ def test_a_wrong_rule_that_refused_a_right_model_choice_is_kept_and_keeps_refusi
     assert mc.stats()["refusals_overturned"] == 0
 
 
+def test_a_hit_names_the_values_a_rule_gave_the_model(mc):
+    with_rules(mc, {"current_assets": {"kind": "position", "index": 0, "count": 2}}, exemplars=False)
+    hit = mc.solve(REWORDED.format(64000, 16000), group="cr")
+    assert hit.route == "hit" and hit.extraction == "choice" and hit.answer == pytest.approx(4.0)
+    assert hit.pinned == ["current_assets"]
+
+
 def test_swapped_rules_that_alignment_contradicts_are_dropped_and_alignment_serves(mc):
     e = with_rules(mc, {"current_assets": ASSETS_AS_SECOND, "current_liabilities": LIABILITIES_AS_FIRST})
     refused = mc.solve(CURRENT_RATIO.ask(64000, 16000), group="cr")

@@ -256,7 +256,7 @@ def test_native_solve_returns_the_solve_result(rig):
     assert r.status_code == 200, r.text
     data = r.json()
     assert set(data) == {"answer", "route", "group", "entry_id", "program", "variables", "timings", "tokens",
-                         "similarity", "extraction", "fallback_reason", "answer_text",
+                         "similarity", "extraction", "pinned", "fallback_reason", "answer_text",
                          "output", "steps", "verified", "solver_fallback", "reused_from",  # StepCache's, empty here
                          "lock_wait_s"}
     assert (data["answer"], data["answer_text"], data["route"], data["group"]) == (1.5, "1.5", "miss", "label:cr")

@@ -118,6 +118,7 @@ class MiniCacheMethod:
             answer = parse_action(answer) if isinstance(answer, str) else answer
         return Outcome(answer, "hit" if res.route == "hit" else "miss", res.tokens["target"], res.tokens["small"],
                        {"route": res.route, "group": res.group, "extraction": res.extraction,
+                        "variables": res.variables, "pinned": res.pinned,
                         "timings": res.timings, "lock_wait_s": res.lock_wait_s, "fallback_reason": res.fallback_reason,
                         **self._build_detail()})
 

@@ -246,6 +246,7 @@ class SolveResponse(BaseModel):
     tokens: dict[str, int] = {}
     similarity: float = 0.0
     extraction: str | None = None
+    pinned: list[str] = Field([], description="variables whose values learned rules read and gave the small model")
     fallback_reason: str | None = None
     output: str | None = None
     steps: list[str] = []
