@@ -121,6 +121,7 @@ def test_chat_completion_is_an_openai_object_and_the_fourth_request_hits(rig):
     assert info["variables"] == {"current_assets": 56000, "current_liabilities": 70000}
     assert {"route_s", "extract_s", "sandbox_s", "total_s"} <= set(info["timings"])
     assert info["tokens"] == {"target": 0, "small": 0}
+    assert info["pinned"] == []  # read without the model: no value given to it
     assert data["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     miss = chat(rig, SIMPLE_INTEREST, SI_VALUES[0])
     assert miss["minicache"]["route"] == "miss"

@@ -55,7 +55,7 @@ class SafeJSONResponse(JSONResponse):
 def minicache_info(result: SolveResult) -> dict[str, Any]:
     return {"route": result.route, "group": result.group, "entry_id": result.entry_id,
             "timings": result.timings, "tokens": result.tokens, "variables": result.variables,
-            "similarity": result.similarity, "extraction": result.extraction,
+            "similarity": result.similarity, "extraction": result.extraction, "pinned": result.pinned,
             "fallback_reason": result.fallback_reason,
             **({"steps": result.steps, "verified": result.verified, "solver_fallback": result.solver_fallback,
                 "reused_from": result.reused_from} if result.route.startswith("step-") else {})}
