@@ -355,8 +355,10 @@ class HitVerifier:
             raise refused
         value = first.variables[name]
         try:
-            again = self.extractor.by_model(entry.template, text, choice=True, exclude={name: [value]},
-                                            fixed={k: v for k, v in pinned.items() if k != name})
+            fixed = {k: v for k, v in pinned.items() if k != name}
+            again = self.extractor.by_model(entry.template, text, choice=True, exclude={name: [value]}, fixed=fixed)
+            if fixed:
+                again.detail["pinned"] = sorted(fixed)
             if again.variables.get(name) == value:  # a backend that ignored the schema
                 raise HitRefused(refused.check, "the value was chosen again")
             self._corroborated(entry, again, text, partial)

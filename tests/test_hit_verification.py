@@ -274,6 +274,18 @@ def test_without_pins_a_model_that_contradicts_a_rule_refuses_the_hit():
     assert "enum" in small.schemas[0]["current_assets"] and len(small.schemas[0]["current_assets"]["enum"]) == 2
 
 
+def test_a_second_choice_keeps_the_rule_readings_pinned_and_says_so():
+    text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
+    rules = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}
+    small = SchemaSmall({"current_assets": 64000, "current_liabilities": 64000})  # one number twice
+    got = HitVerifier(Extractor(small), VerifyConfig(second_choice=True)).extract(
+        cr_entry(rules=rules, exemplars=False), text)
+    assert got.method == "second-choice" and got.detail["first_choice"]["refused"] == "duplicate"
+    assert small.schemas[1]["current_assets"] == {"enum": [64000]}
+    assert got.variables == {"current_assets": 64000, "current_liabilities": 16000}
+    assert got.detail["pinned"] == ["current_assets"]
+
+
 def test_only_rule_readings_are_pinned_and_never_against_the_alignment_or_all_of_them():
     text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
     verifier = HitVerifier(Extractor(SchemaSmall({})))
