@@ -48,7 +48,8 @@ def corroborate(entry: Entry, extraction: Extraction, text: str, partial: dict[s
     """Refuse a model's choice that any independent signal contradicts (see the module docstring)."""
     values = extraction.variables
     numeric = [v for v in entry.template if v.type != "string" and isinstance(values.get(v.name), (int, float))]
-    said_by_rules = {k: v for k, v in rule_readings(entry, text).items() if k in {var.name for var in numeric}}
+    names = {var.name for var in numeric}
+    said_by_rules = {k: v for k, v in rule_readings(entry, text).items() if k in names}
     for var in numeric:
         said = said_by_rules.get(var.name)
         if said is not None and said != values[var.name]:
