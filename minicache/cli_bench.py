@@ -129,7 +129,8 @@ def bench(runtime: Runtime, dataset: str, methods: str, limit: int | None, group
     clients, pads = ints(concurrency, "--concurrency"), ints(pad_context, "--pad-context")  # before models load
     click.echo("loading models...", err=True)
     target, small = runtime.backends()
-    results = run_seeds(dataset=dataset, methods=names, target=target, small=small, embedder=runtime.embedder(),
+    embedder = runtime.embedder() if runtime.embedder else None  # None: each method's own (build_method)
+    results = run_seeds(dataset=dataset, methods=names, target=target, small=small, embedder=embedder,
                         out=Path(out_dir), limit=limit, groups=groups, seeds=seeds, concurrency=clients,
                         throughput_requests=throughput_requests, pad_tokens=pads, pad_requests=pad_requests,
                         use_group_labels=use_group_labels, subset=caps, command="minicache " + " ".join(sys.argv[1:]),

@@ -28,20 +28,28 @@ def _configured_backends() -> tuple[ModelBackend, ModelBackend]:
     return build_backends()
 
 
-def _shared_embedder() -> Embedder:
-    from .embedding import shared_embedder
-
-    return shared_embedder()
-
-
 @dataclass
 class Runtime:
     """Where the commands that run models get them: the configured (target, small) backends and
-    the routing embedder. Both are factories, called only by a command that needs them. Tests pass
-    a Runtime of fakes as ``CliRunner.invoke(main, ..., obj=Runtime(...))``."""
+    the routing embedder. Both are factories, called only by a command that needs them; no
+    embedder factory means the one the engine options name (``route_embedder``). Tests pass a
+    Runtime of fakes as ``CliRunner.invoke(main, ..., obj=Runtime(...))``."""
 
     backends: Callable[[], tuple[ModelBackend, ModelBackend]] = _configured_backends
-    embedder: Callable[[], Embedder] = _shared_embedder
+    embedder: Callable[[], Embedder] | None = None
+
+    def route_embedder(self, options: tuple[str, ...] = ()) -> Callable[[], Embedder]:
+        """The factory of the embedder routing uses: the test's, or the configured one."""
+        if self.embedder is not None:
+            return self.embedder
+
+        def configured() -> Embedder:
+            from .config import load_engine_config
+            from .routing import route_embedder
+
+            return route_embedder(load_engine_config(options=options).route_embedder)
+
+        return configured
 
 
 ENGINE_OPTION_HELP = ("Set an engine option (a field of minicache.engine.EngineConfig), KEY=VALUE; repeatable. "
@@ -70,7 +78,8 @@ def _engine(runtime: Runtime, store: str, options: tuple[str, ...] = (), **fixed
     try:
         click.echo("loading models...", err=True)
         target, small = runtime.backends()
-        return MiniCache(target, small, opened, embedder=runtime.embedder(), config=config)
+        embedder = runtime.embedder() if runtime.embedder is not None else None  # None: config.route_embedder
+        return MiniCache(target, small, opened, embedder=embedder, config=config)
     except BaseException:
         opened.close()
         raise

@@ -144,5 +144,5 @@ def entries_import(runtime: Runtime, path: str, store: str, tenant: str) -> None
 
     validated = load_export(path)
     with _open(store, create=True) as s:
-        n = import_entries(s, validated, tenant, runtime.embedder)
+        n = import_entries(s, validated, tenant, runtime.route_embedder())
     click.echo(f"imported {n} entries into tenant {tenant}")

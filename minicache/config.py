@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .models.base import ModelBackend
+from .routing import ROUTE_EMBEDDERS
 from .settings import (
     Schema,
     Setting,
@@ -161,6 +162,9 @@ def check_engine(config: Any, prefix: str = "") -> None:
                 raise ConfigError(f"engine option {key} must not be negative, not {value}")
             if key in _SHARES and value > 1:
                 raise ConfigError(f"engine option {key} is a share and must be between 0 and 1, not {value}")
+    if not prefix and config.route_embedder not in ROUTE_EMBEDDERS:
+        raise ConfigError(f"engine option route_embedder must be one of {', '.join(ROUTE_EMBEDDERS)}, "
+                          f"not {config.route_embedder!r}")
     if not prefix and config.validate_min > config.validate_n:
         raise ConfigError(f"engine option validate_min ({config.validate_min}) must not exceed validate_n "
                           f"({config.validate_n}): no candidate could pass")

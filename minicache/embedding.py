@@ -164,6 +164,7 @@ class MiniLMEmbedder:
     (``scripts/embed_timing.py``, 2026-12-04)."""
 
     dim = 384
+    route_threshold = 0.80  # calibrated on Formula and SVAMP replays (docs/routing.md)
 
     def __init__(self, directory: Path | None = None) -> None:
         from tokenizers import Tokenizer

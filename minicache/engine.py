@@ -32,7 +32,7 @@ from .miss import MissPath
 from .models.base import ModelBackend
 from .models.compute import CPU_LOCK, mark_background_thread, thread_waited_s
 from .request import shared_prefix, validate_request
-from .routing import Embedder, Router
+from .routing import Embedder, LazyMiniLM, Router, route_embedder
 from .sandbox import SandboxPool
 from .stepcache import StepCache, StepOutcome
 from .stepcache import parse as parse_step_task
@@ -56,10 +56,11 @@ class MiniCache:
         self.small = small
         self.store = open_store(store)
         self.config = config or EngineConfig()
+        # An embedder passed in (a test's fake) serves routing and StepCache alike; by default routing
+        # uses the configured one and StepCache the MiniLM its threshold was calibrated on.
+        steps_embedder: Embedder = embedder if embedder is not None else LazyMiniLM()
         if embedder is None:
-            from .embedding import shared_embedder
-
-            embedder = shared_embedder()
+            embedder = route_embedder(self.config.route_embedder)
         self.router = Router(self.store, embedder, self.config.route_threshold,
                              refresh_s=self.config.route_refresh_s, per_group=self.config.route_per_group,
                              exact_rows=self.config.route_exact_rows)
@@ -84,7 +85,7 @@ class MiniCache:
         self.builder = Builder(target, self.sandbox, self.store, self.extractor, self.events, self.admission,
                                self.config, owner=owner)
         self.builds = BuildQueue(self.builder, self._worker, self.config)
-        self.steps = StepCache(target, self.store, embedder, self.config.step)
+        self.steps = StepCache(target, self.store, steps_embedder, self.config.step)
 
     @classmethod
     def local(cls, store: Store | str | None = "minicache.db", **kwargs: Any) -> MiniCache:

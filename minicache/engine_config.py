@@ -38,7 +38,11 @@ class EngineConfig:
     lookup_draft: bool = False  # draft the miss program from the group's last program (bench-spec decides)
     use_rules: bool = True
     use_choice: bool = True
-    route_threshold: float = 0.80
+    # What routing compares requests by: "lexical" (hashed word and word-pair counts of the skeleton,
+    # minicache.lexical; about 0.1 ms) or "minilm" (the MiniLM sentence embedding, 20-50 ms of a core).
+    route_embedder: str = "lexical"
+    # None: the embedder's own calibrated threshold (lexical 0.82, minilm 0.80; docs/routing.md).
+    route_threshold: float | None = None
     route_refresh_s: float = 1.0  # how often a tenant's routing index reads other replicas' new examples
     route_per_group: int = 32  # embeddings the routing index keeps per group (a representative set)
     route_exact_rows: int = 20_000  # kept rows up to which routing searches exactly (then coarse buckets)

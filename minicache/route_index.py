@@ -29,6 +29,7 @@ is what a new group would do too. Invalidations in this process drop the group h
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +40,8 @@ import numpy as np
 from .blas import one_blas_thread
 from .route_partition import PROBES, GroupPartition
 from .store.base import RoutingRow, Store
+
+log = logging.getLogger(__name__)
 
 EXACT_ROWS = 20_000  # kept rows up to which search is exact (about 2 ms a request on this machine)
 REDUNDANT = 0.995  # cosine above which a group's new vector is treated as a copy of a kept one
@@ -222,10 +225,16 @@ class RouteIndex:
     refresh intervals without sleeping."""
 
     def __init__(self, store: Store, *, refresh_s: float = 1.0, per_group: int = 32, batch: int = 50_000,
-                 exact_rows: int = EXACT_ROWS, clock: Callable[[], float] = time.monotonic) -> None:
+                 exact_rows: int = EXACT_ROWS, clock: Callable[[], float] = time.monotonic,
+                 width: int | None = None, reembed: Callable[[str, str], np.ndarray] | None = None) -> None:
         if per_group < 1:
             raise ValueError("per_group must be at least 1")
         self.store = store
+        # The routing embedder's width, and how to embed a group's stored examples again: rows another
+        # embedder wrote (a store from before a change of route_embedder) are embedded anew in memory
+        # rather than left out, so that the groups they stand for stay routable. Without them, the
+        # newest width wins and rows of another width are left out.
+        self.width, self.reembed = width, reembed
         self.exact_rows = exact_rows
         self.refresh_s = refresh_s
         self.per_group = per_group
@@ -237,18 +246,28 @@ class RouteIndex:
 
     def _read(self, index: TenantIndex, tenant: str) -> None:
         """Everything the store has after the index's cursor (all of it, the first time)."""
+        stale: set[str] = set()  # groups with rows of another embedder's width
         while True:
             rows: list[RoutingRow] = self.store.examples_since(tenant, index.cursor, self.batch)
             by_group: dict[str, list[bytes]] = {}
-            width = len(rows[-1].embedding) if rows else 0
+            width = self.width * 4 if self.width else len(rows[-1].embedding) if rows else 0  # float32 bytes
             for row in rows:
                 index.cursor = max(index.cursor, row.seq)
-                if len(row.embedding) == width:  # rows of an older embedder's width are left out
+                if len(row.embedding) == width:
                     by_group.setdefault(row.group_id, []).append(row.embedding)
+                else:
+                    stale.add(row.group_id)
             for group_id, blobs in by_group.items():
                 index.extend(group_id, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1))
             if len(rows) < self.batch:
                 break
+        if stale and self.width and self.reembed is not None:
+            log.warning("routing: embedding the examples of %d groups of tenant %r again: another routing "
+                        "embedder stored them", len(stale), tenant)
+            for group_id in sorted(stale):
+                vectors = self.reembed(tenant, group_id)
+                if len(vectors):
+                    index.extend(group_id, vectors)
         index.refreshed_at = self.clock()
 
     def tenant(self, tenant: str) -> TenantIndex:

@@ -2,15 +2,17 @@
 
 A group is a set of requests that need the same computation. We compare a request's *skeleton*
 (the text with numbers, amounts, percentages, dates and quoted entities masked, so that only the
-wording of the computation remains) by MiniLM embedding against the skeletons of the examples the
-tenant has served (kept in memory, a capped set per group: :mod:`minicache.route_index`), and join
-the group of the nearest one if its cosine similarity reaches the threshold; otherwise the request
-starts a new group.
+wording of the computation remains), embedded, against the skeletons of the examples the tenant has
+served (kept in memory, a capped set per group: :mod:`minicache.route_index`), and join the group of
+the nearest one if its cosine similarity reaches the threshold; otherwise the request starts a new
+group.
 
-The default threshold (0.80) was chosen on FinLoRA Formula (20 formulas x 8 requests: 25 groups,
-no request in a group of another formula). SVAMP's near-duplicates that ask a different question
-are *not* separated reliably by any threshold (see docs/routing.md): there, validation of entries
-and the in-service failure count are what keep wrong programs out.
+The embedder is ``EngineConfig.route_embedder``: ``lexical`` (hashed word and word-pair counts, no
+model: :mod:`minicache.lexical`) by default, or ``minilm`` (the sentence embedding). Each carries
+the threshold it was calibrated at (``route_threshold``: 0.82 and 0.80; docs/routing.md has the
+replays), used unless ``EngineConfig.route_threshold`` sets one. SVAMP's near-duplicates that ask a
+different question are *not* separated reliably by any threshold: there, verification of hits and
+probation are what keep wrong programs out.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .errors import ConfigError
 from .route_index import EXACT_ROWS, RouteIndex
 from .store.base import Store, new_id
 
@@ -48,6 +51,41 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
 
+ROUTE_EMBEDDERS = ("lexical", "minilm")  # EngineConfig.route_embedder
+DEFAULT_THRESHOLD = 0.80  # for an embedder that names no route_threshold of its own (a test's fake)
+
+
+def threshold_for(embedder: Embedder, configured: float | None = None) -> float:
+    """``configured`` if set, else the threshold the embedder was calibrated at."""
+    if configured is not None:
+        return configured
+    return float(getattr(embedder, "route_threshold", DEFAULT_THRESHOLD))
+
+
+def route_embedder(name: str) -> Embedder:
+    """The embedder ``EngineConfig.route_embedder`` names: ``lexical`` (no model, minicache.lexical)
+    or ``minilm`` (the process's shared MiniLM, loaded - and fetched once - on first use)."""
+    if name == "lexical":
+        from .lexical import LexicalEmbedder
+
+        return LexicalEmbedder()
+    if name == "minilm":
+        from .embedding import shared_embedder
+
+        return shared_embedder()
+    raise ConfigError(f"route_embedder must be one of {', '.join(ROUTE_EMBEDDERS)}, not {name!r}")
+
+
+class LazyMiniLM:
+    """MiniLM loaded on its first ``embed``: for StepCache, whose threshold was calibrated on it,
+    so that an engine that never sees a structured-output request never loads its 90 MB."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        from .embedding import shared_embedder
+
+        return shared_embedder().embed(texts)
+
+
 def embed_request(embedder: Embedder, question: str) -> np.ndarray:
     """The vector a request is compared by: its skeleton (values masked), embedded, as float32."""
     return embedder.embed([skeleton(question)])[0].astype(np.float32)
@@ -65,17 +103,26 @@ class RouteDecision:
 class Router:
     """Nearest-example routing over skeleton embeddings."""
 
-    def __init__(self, store: Store, embedder: Embedder, threshold: float = 0.80, *, refresh_s: float = 1.0,
+    def __init__(self, store: Store, embedder: Embedder, threshold: float | None = None, *, refresh_s: float = 1.0,
                  per_group: int = 32, exact_rows: int = EXACT_ROWS) -> None:
         self.store = store
         self.embedder = embedder
-        self.threshold = threshold
+        self.threshold = threshold_for(embedder, threshold)
         # The tenant's examples in memory (minicache.route_index): no request reads history.
-        self.index = RouteIndex(store, refresh_s=refresh_s, per_group=per_group, exact_rows=exact_rows)
+        self.index = RouteIndex(store, refresh_s=refresh_s, per_group=per_group, exact_rows=exact_rows,
+                                width=getattr(embedder, "dim", None), reembed=self._reembed)
         # New groups whose first request is still being served (not yet in the store), so that
         # concurrent first requests of one template join one group instead of starting several.
         self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}
         self._lock = threading.Lock()
+
+    def _reembed(self, tenant: str, group_id: str) -> np.ndarray:
+        """A group's newest stored examples (as many as the index keeps), embedded by this router's
+        embedder: for rows another embedder wrote. In memory only; the store keeps what it has."""
+        examples = self.store.examples(tenant, group_id)[-self.index.per_group:]
+        if not examples:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self.embedder.embed([skeleton(x.question) for x in examples]).astype(np.float32)
 
     def recorded(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
         """An example this process stored: later requests route to it without waiting for a refresh."""

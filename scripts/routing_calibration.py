@@ -22,13 +22,11 @@ from minicache.mainjob import formula_stream
 from minicache.routing import skeleton
 
 
-def replay(vectors: np.ndarray, labels: list[str], threshold: float) -> tuple[int, int, int, int]:
-    """Groups formed, requests outside their group's majority, and - treating every request after a
-    group's third as a hit on an entry built from the first three - hits and wrong hits."""
+def assign(vectors: np.ndarray, threshold: float) -> list[int]:
+    """Each request's group (the index of its group's first request): the group of its most similar
+    earlier request if the cosine reaches ``threshold``, else its own (Router.route, uncapped)."""
     group_of: list[int] = []
-    members: dict[int, list[int]] = defaultdict(list)
-    hits = wrong = 0
-    for i in range(len(labels)):
+    for i in range(len(vectors)):
         g = i
         if i:
             sims = vectors[:i] @ vectors[i]
@@ -36,6 +34,15 @@ def replay(vectors: np.ndarray, labels: list[str], threshold: float) -> tuple[in
             if sims[j] >= threshold:
                 g = group_of[j]
         group_of.append(g)
+    return group_of
+
+
+def replay(vectors: np.ndarray, labels: list[str], threshold: float) -> tuple[int, int, int, int]:
+    """Groups formed, requests outside their group's majority, and - treating every request after a
+    group's third as a hit on an entry built from the first three - hits and wrong hits."""
+    members: dict[int, list[int]] = defaultdict(list)
+    hits = wrong = 0
+    for i, g in enumerate(assign(vectors, threshold)):
         if len(members[g]) >= 3:
             hits += 1
             wrong += labels[i] != Counter(labels[k] for k in members[g][:3]).most_common(1)[0][0]

@@ -30,9 +30,10 @@ import threading
 from typing import Any
 
 from ..admission import AdmissionConfig, observed_route, request_cost
+from ..embedding import shared_embedder
 from ..engine import EngineConfig, MiniCache, SolveError
 from ..models.base import GenerationOptions, Message, ModelBackend
-from ..routing import Embedder
+from ..routing import Embedder, LazyMiniLM
 from ..sandbox import SandboxPool
 from .baselines import Direct, Exact, GenCacheLike, GPTCacheLike, Method, Outcome, PoT
 from .data import BenchRequest, parse_action
@@ -185,10 +186,13 @@ def canonical(name: str) -> str:
     return ALIASES.get(name, name)
 
 
-def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder,
+def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: SandboxPool, embedder: Embedder | None,
                  store_path: str, use_group_labels: bool = False, background_builds: bool = True,
                  admission: AdmissionConfig | None = None) -> Method:
-    """``admission``: minicache's build admission (default: ``AdmissionConfig()``, as in serving)."""
+    """``admission``: minicache's build admission (default: ``AdmissionConfig()``, as in serving).
+    ``embedder`` (a test's fake) replaces every method's; None gives minicache its configured
+    routing embedder and the baselines and StepCache the MiniLM sentence embedding they were
+    written for (GPTCache and GenCache compare sentence embeddings)."""
     name = canonical(name)
     pot = PoT(target, sandbox)
     if name == "direct":
@@ -200,9 +204,9 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
     if name == "exact":
         return Exact(pot)
     if name == "gptcache-like":
-        return GPTCacheLike(pot, embedder)
+        return GPTCacheLike(pot, embedder or shared_embedder())
     if name == "gencache-like":
-        return GenCacheLike(pot, target, sandbox, embedder)
+        return GenCacheLike(pot, target, sandbox, embedder or shared_embedder())
     if name == "minicache":
         # No audits unless asked for (MINICACHE_AUDIT_RATE): they would add target calls to the stream.
         # Builds run in the background as in serving, while the stream continues (issue 18).
@@ -218,7 +222,8 @@ def build_method(name: str, target: ModelBackend, small: ModelBackend, sandbox: 
         from ..store import open_store
 
         config = EngineConfig().step
-        return NoReuseSolver(target, config.max_tokens, StepCache(target, open_store(store_path), embedder, config))
+        steps = StepCache(target, open_store(store_path), embedder or LazyMiniLM(), config)
+        return NoReuseSolver(target, config.max_tokens, steps)
     if name == "stepcache":
         return StepCacheMethod(MiniCache(target, small, store_path, embedder=embedder, sandbox=sandbox,
                                          config=EngineConfig(background_builds=False)))
