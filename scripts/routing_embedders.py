@@ -6,7 +6,8 @@ masked on SVAMP, the derivation's equation with its numbers masked on TAT-QA, on
 the group of its most similar earlier request if the cosine similarity is at least the threshold,
 or starts a group (what ``minicache.routing.Router`` does, without the per-group cap). Printed per
 embedder and threshold: groups formed, requests outside their group's majority label (impure), and
-groups per label (over-splitting), and the embedder's time per request on this machine. Then the
+groups per label (over-splitting), and the embedder's time per request on this machine; and, at the
+embedder's own threshold, routing_calibration.py's would-be hits and wrong ones. Then the
 same for all 999 packaged Formula requests (50 formulas, label = formula) in the data's order. No
 LLM runs.
 
@@ -25,10 +26,10 @@ import numpy as np
 
 from minicache.bench.data import load
 from minicache.blas import one_blas_thread
-from minicache.routing import route_embedder, skeleton
+from minicache.routing import route_embedder, skeleton, threshold_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from routing_calibration import assign
+from routing_calibration import assign, replay
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 STREAMS = [("formula", "formula-v17"), ("svamp", "svamp-v9"), ("tatqa", "tatqa-v9"), ("webshop", "webshop-v2")]
@@ -74,6 +75,10 @@ def main() -> None:
                 cells.append(f"{threshold:.2f}: {groups:3d}/{impure:3d}/{per:5.2f}")
             head = f"  {dataset:11s} {len(texts):3d} requests, {len(set(labels)):2d} labels, {ms:6.2f} ms  "
             print(head + "  ".join(cells))
+            threshold = threshold_for(embedder)
+            _, _, hits, wrong = replay(vectors, labels, threshold)
+            print(f"  {'':11s} at {threshold:.2f}: would-be hits {hits} (every request after its group's third), "
+                  f"{wrong} of them in another computation than the group's first three")
 
 
 if __name__ == "__main__":
