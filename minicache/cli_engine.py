@@ -38,7 +38,7 @@ class Runtime:
     backends: Callable[[], tuple[ModelBackend, ModelBackend]] = _configured_backends
     embedder: Callable[[], Embedder] | None = None
 
-    def route_embedder(self, options: tuple[str, ...] = ()) -> Callable[[], Embedder]:
+    def route_embedder(self) -> Callable[[], Embedder]:
         """The factory of the embedder routing uses: the test's, or the configured one."""
         if self.embedder is not None:
             return self.embedder
@@ -47,7 +47,7 @@ class Runtime:
             from .config import load_engine_config
             from .routing import route_embedder
 
-            return route_embedder(load_engine_config(options=options).route_embedder)
+            return route_embedder(load_engine_config().route_embedder)
 
         return configured
 
