@@ -1,7 +1,9 @@
 """Route latency against the number of stored examples, for SQLite and PostgreSQL (docs/scale.md).
 
-Stores grow to each size in turn (1k, 10k, 100k by default) with synthetic 384-wide unit vectors
-(MiniLM's width): each group has a centre, its examples scatter around it. Three layouts:
+Stores grow to each size in turn (1k, 10k, 100k by default) with synthetic unit vectors,
+1,024 wide by default (``--width``: the lexical route embedder's width, the default since 67cc0db;
+384 is MiniLM's, the width the 2026-12-02 figures were taken at): each group has a centre, its
+examples scatter around it. Three layouts:
 
 * ``fixed``: 1,000 groups whatever the size (history grows, the computations do not);
 * ``growing``: one group per 10 examples (a workload that keeps bringing new computations);
@@ -38,11 +40,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from minicache.lexical import DIM
 from minicache.route_index import EXACT_ROWS
 from minicache.routing import Router
 from minicache.store import Example, open_store
 
-WIDTH = 384
+WIDTH = DIM  # --width sets it
 TENANT = "default"
 
 
@@ -149,7 +152,11 @@ def main() -> int:
     parser.add_argument("--exact-rows", type=int, default=EXACT_ROWS, metavar="N",
                         help=f"kept rows up to which search is exact (default {EXACT_ROWS:,}; past it, coarse "
                              "buckets: minicache.route_partition); a large N times exact search at every size")
+    parser.add_argument("--width", type=int, default=DIM,
+                        help=f"the vectors' width (default {DIM}, the lexical embedder's; 384 for MiniLM's)")
     args = parser.parse_args()
+    global WIDTH
+    WIDTH = args.width
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
