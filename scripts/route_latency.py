@@ -45,15 +45,14 @@ from minicache.route_index import EXACT_ROWS
 from minicache.routing import Router
 from minicache.store import Example, open_store
 
-WIDTH = DIM  # --width sets it
 TENANT = "default"
 
 
 class StubEmbedder:
     """Returns the vector set for the next request: routing is timed without the embedding model."""
 
-    def __init__(self) -> None:
-        self.next = np.zeros(WIDTH, dtype=np.float32)
+    def __init__(self, width: int) -> None:
+        self.next = np.zeros(width, dtype=np.float32)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.next[None, :]
@@ -61,6 +60,11 @@ class StubEmbedder:
 
 def unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def scatter(rng: np.random.Generator, n: int, width: int) -> np.ndarray:
+    """Offsets of norm about 0.25 whatever the width: the same spread around a centre at 384 or 1,024."""
+    return 0.25 * rng.standard_normal((n, width)).astype(np.float32) / np.sqrt(width)
 
 
 def group_of(layout: str, i: np.ndarray) -> np.ndarray:
@@ -76,7 +80,7 @@ def grow(store, centres: np.ndarray, start: int, stop: int, layout: str, rng: np
     for lo in range(start, stop, 5000):
         hi = min(stop, lo + 5000)
         ids = group_of(layout, np.arange(lo, hi))
-        vectors = unit(centres[ids] + 0.25 * rng.standard_normal((hi - lo, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
+        vectors = unit(centres[ids] + scatter(rng, hi - lo, centres.shape[1]))
         for g in sorted(set(ids.tolist())):
             store.ensure_group(TENANT, f"g{g}")
         examples = [Example(id=f"ex{i}", tenant=TENANT, group_id=f"g{g}", question="q", context=None,
@@ -100,11 +104,11 @@ def percentiles(seconds: list[float]) -> dict[str, float]:
 
 def measure(store, centres: np.ndarray, groups: int, requests: int, old: int, rng: np.random.Generator,
             exact_rows: int) -> dict:
-    embedder = StubEmbedder()
+    embedder = StubEmbedder(centres.shape[1])
     router = Router(store, embedder, refresh_s=0.0)
     router.index.exact_rows = exact_rows
     own = rng.integers(0, groups, requests)
-    queries = unit(centres[own] + 0.25 * rng.standard_normal((requests, WIDTH)).astype(np.float32) / np.sqrt(WIDTH))
+    queries = unit(centres[own] + scatter(rng, requests, centres.shape[1]))
     t = time.perf_counter()
     cursor = 0
     while rows := store.examples_since(TENANT, cursor, router.index.batch):
@@ -155,8 +159,6 @@ def main() -> int:
     parser.add_argument("--width", type=int, default=DIM,
                         help=f"the vectors' width (default {DIM}, the lexical embedder's; 384 for MiniLM's)")
     args = parser.parse_args()
-    global WIDTH
-    WIDTH = args.width
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -167,7 +169,8 @@ def main() -> int:
             if args.store != "sqlite":  # a PostgreSQL database is reused: start from an empty tenant
                 for g in store.list_groups(TENANT):
                     store.delete_group(TENANT, g.id)
-            centres = unit(rng.standard_normal((max(groups_at(layout, s) for s in sizes), WIDTH)).astype(np.float32))
+            n_groups = max(groups_at(layout, s) for s in sizes)
+            centres = unit(rng.standard_normal((n_groups, args.width)).astype(np.float32))
             have = 0
             for size in sizes:
                 t = time.perf_counter()
