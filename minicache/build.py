@@ -123,6 +123,7 @@ class Builder:
         model_s = 0.0
         attempts: list[Attempt] = []
         failed_checks: list[Check] = []
+        vetoed: set[str] = set()
         no_majority = not candidates and split
         if no_majority:  # the group's own programs contradict each other: nothing to cache yet
             attempts.append({"source": "agreement", "ok": False, "error": "no program has a majority of the examples"})
@@ -171,8 +172,10 @@ class Builder:
             if cand.kind != "target-build":
                 own_tried = True
                 shared = shared or any(c.match and c.example != cand.origin.id for c in record.checks)
-            if record.ok and not must - set(record.refused) <= {c.example for c in record.checks if c.match}:
+            missed = must - set(record.refused) - {c.example for c in record.checks if c.match}
+            if record.ok and missed:
                 record.ok, record.error = False, "it fails a request the group failed on before"
+                vetoed |= missed  # each vetoes this build only (minicache.failures)
             if record.ok and None in record.defaults.values():
                 # The target wrote parameters without defaults: write in the values the first example
                 # passed with, so that a stored entry's program is a whole signature (export, rules).
@@ -201,7 +204,7 @@ class Builder:
         if group is not None:  # back off exponentially; record why for the next attempt
             record_build_failure(self.store, group, [dict(a) for a in attempts],
                                  [c.as_dict() for c in failed_checks], feedback, self.config.admission,
-                                 self.config.max_build_failures)
+                                 self.config.max_build_failures, vetoed)
         self.store.bump(tenant, "builds_failed")
         self.events.append({"event": "build", "group": group_id, "ok": False, "attempts": len(attempts)})
         return None

@@ -2,8 +2,16 @@
 
 A failed build records which examples failed which check (expected, got, variables, error); a
 failed hit records the request. The record lives in the store (``groups.failure``), so every
-replica's next attempt sees it: the failing examples join the validation set and must pass, the
+replica's next attempt sees it: the failing examples and requests join the validation set, the
 target's generalization starts from the recorded feedback, and a retry waits for a new example.
+A request an entry failed on must pass, but it vetoes one build only (``vetoed``): its answer is
+one miss-path sample, as wrong as pot is (on Formula's Net Present Value, pot is right on about a
+third), and an entry whose would-be hit disagreed with it is as likely right. In formula-v18 one
+such request, answered wrong by the miss path, failed each of the group's six builds and made it
+uncacheable; a failing held example had to pass every later build in the same way, and the group's
+wrong miss answers made every candidate fail. After its one veto the request stays in the
+validation set as an ordinary held example, and the rebuilt entry is checked by probation and
+audits like any other.
 From the second failure on, the group also backs off in time, doubling each failure (``backoff_s``
 x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed hour after a fixed number
 of failures. Whether a failed group is worth building again is admission's
@@ -29,8 +37,10 @@ def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None 
 
 
 def record_build_failure(store: Store, group: Group, attempts: list[dict[str, Any]], checks: list[dict[str, Any]],
-                         feedback: str | None, config: AdmissionConfig, max_build_failures: int) -> dict[str, Any]:
-    """Count a failed build, back the group off exponentially, and record why for the next attempt."""
+                         feedback: str | None, config: AdmissionConfig, max_build_failures: int,
+                         vetoed: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Count a failed build, back the group off exponentially, and record why for the next attempt.
+    ``vetoed``: the examples of must-pass requests this build failed on; they veto no later build."""
     previous = store.group_failure(group.tenant, group.id) or {}
     group.build_failures += 1
     # The first failure waits only for a new example (it joins the validation set); then time doubles.
@@ -46,6 +56,7 @@ def record_build_failure(store: Store, group: Group, attempts: list[dict[str, An
                "n_examples": group.n_examples, "examples": examples[:MAX_RECORDED],
                "requests": previous.get("requests", [])[:MAX_RECORDED],
                "hit_errors": previous.get("hit_errors", [])[:MAX_RECORDED],
+               "vetoed": sorted(set(previous.get("vetoed", [])) | set(vetoed)),
                "checks": [{k: c.get(k) for k in ("example", "expected", "got", "variables", "error")}
                           for c in failed[:MAX_RECORDED]],
                "attempts": [{k: a.get(k) for k in ("source", "ok", "error")} for a in attempts],
@@ -67,12 +78,15 @@ def record_failed_hit(store: Store, tenant: str, group_id: str, question: str, r
 
 def validation_set(examples: list[Example], failure: dict[str, Any] | None, n: int) -> tuple[list[Example], set[str]]:
     """The examples a build validates on: the newest ``n``, plus every recorded failing example or
-    request still in the group (those must pass). Returns them and the ids that must pass."""
+    request still in the group. Returns them and the ids that must pass: the recorded requests an
+    entry failed on, each until a build has failed on it (``vetoed``, see the module's docstring)."""
     held = examples[-n:]
     if not failure:
         return held, set()
     ids = set(failure.get("examples", []))
     questions = set(failure.get("requests", []))
-    must = [ex for ex in examples if ex.id in ids or ex.question in questions]
-    must_ids = {ex.id for ex in must}
-    return must + [ex for ex in held if ex.id not in must_ids], must_ids
+    vetoed = set(failure.get("vetoed", []))
+    recorded = [ex for ex in examples if ex.id in ids or ex.question in questions]
+    recorded_ids = {ex.id for ex in recorded}
+    must_ids = {ex.id for ex in recorded if ex.question in questions and ex.id not in vetoed}
+    return recorded + [ex for ex in held if ex.id not in recorded_ids], must_ids

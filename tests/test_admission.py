@@ -19,8 +19,9 @@ from fakes import (
 )
 from minicache.admission import MODEL_CHECKS_NOT_ADMITTED, TARGET_NOT_ADMITTED, Admission, AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.failures import validation_set
 from minicache.hit import VerifyConfig
-from minicache.store import SQLiteStore
+from minicache.store import Example, SQLiteStore
 
 
 @pytest.fixture
@@ -213,6 +214,40 @@ def test_requests_an_entry_failed_on_join_the_next_builds_validation_set(make):
     rebuilt = mc.store.active_entry("default", first.group_id)
     assert rebuilt is not None and rebuilt.id != first.id
     assert mc.store.group_failure("default", first.group_id) is None  # learned: the record is spent
+
+
+def test_a_request_an_entry_failed_on_vetoes_one_build_only(make):
+    """The request's miss answer is one sample and may be the wrong side (formula-v18's Net Present
+    Value: it vetoed all six builds). The first rebuild must answer it; once a build has failed on
+    it, it is an ordinary held example and the group's agreeing programs make the entry."""
+    mc = make(admission=AdmissionConfig(enabled=False), max_build_failures=6)
+    for values in CR_VALUES[:3]:
+        mc.solve(CURRENT_RATIO.ask(*values))
+    first = mc.store.list_entries("default", "active")[0]
+    question = CURRENT_RATIO.ask(*CR_VALUES[3])
+    mc.hits.count_failure("default", first, question, "probation: the would-be hit disagreed", evict=True)
+    mc.target.mode = "other"  # the miss path answers this request wrong
+    assert mc.solve(question).route == "miss"
+    group = mc.store.get_group("default", first.group_id)
+    record = mc.store.group_failure("default", first.group_id)
+    assert group.build_failures == 1 and mc.store.active_entry("default", first.group_id) is None
+    assert "it fails a request the group failed on before" in {a["error"] for a in record["attempts"]}
+    wrong = [ex.id for ex in mc.store.examples("default", first.group_id) if ex.question == question]
+    assert record["vetoed"] == wrong
+    mc.target.mode = "ok"
+    seen = held_questions(mc)
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[4])).route == "miss"
+    assert seen and question in seen[0]  # still validated on, no longer required
+    rebuilt = mc.store.active_entry("default", first.group_id)
+    assert rebuilt is not None and mc.store.group_failure("default", first.group_id) is None
+
+
+def test_examples_a_failed_build_checked_wrong_are_validated_on_but_not_required():
+    examples = [Example(id=f"ex{i}", tenant="t", group_id="g", question=f"q{i}", context=None, program="",
+                        variables={}, answer=i, created_at=0.0) for i in range(6)]
+    held, must = validation_set(examples, {"examples": ["ex0"], "requests": ["q1", "q2"], "vetoed": ["ex2"]}, 2)
+    assert [ex.id for ex in held] == ["ex0", "ex1", "ex2", "ex4", "ex5"]
+    assert must == {"ex1"}
 
 
 def test_a_failed_build_records_which_examples_failed_which_check_and_the_retry_validates_on_them(make):
