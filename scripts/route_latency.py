@@ -91,8 +91,8 @@ def grow(store, centres: np.ndarray, start: int, stop: int, layout: str, rng: np
                 c.cursor().executemany(
                     "INSERT INTO examples (tenant, id, group_id, question, context, program, answer, variables, "
                     "embedding, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                    [(e.tenant, e.id, e.group_id, e.question, None, e.program, "1", "{}", e.embedding.tobytes(),
-                      e.created_at) for e in examples])
+                    [(e.tenant, e.id, e.group_id, e.question, None, e.program, "1", "{}", v.tobytes(),
+                      e.created_at) for e, v in zip(examples, vectors, strict=True)])
         else:
             store.import_entries([], examples)
 
