@@ -6,9 +6,9 @@ replica's next attempt sees it: the failing examples and requests join the valid
 target's generalization starts from the recorded feedback, and a retry waits for a new example.
 A request an entry failed on must pass, but it vetoes one build only (``vetoed``): its answer is
 one miss-path sample, as often wrong as pot is (on Formula's Net Present Value pot is right on
-about a third), so the entry whose would-be hit disagreed with it may be the right side. In formula-v18 one
-such request, answered wrong by the miss path, failed each of the group's six builds and made it
-uncacheable; a failing held example had to pass every later build in the same way, and the group's
+about a third), so the entry whose would-be hit disagreed with it may be the right side. In
+formula-v18 one such request, answered wrong by the miss path, failed each of the group's six
+builds and made it uncacheable; a failing held example had to pass every later build in the same way, and the group's
 wrong miss answers made every candidate fail. After its one veto the request stays in the
 validation set as an ordinary held example, and the rebuilt entry is checked by probation and
 audits like any other.
