@@ -14,15 +14,15 @@ Usage: python3 scripts/time_budget.py RUN/requests.jsonl
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter, defaultdict
+from pathlib import Path
+
+from stream_breakdown import load, refusal_kind  # scripts/ is on the path when run as a script
 
 
 def main(path: str) -> None:
-    rows = [json.loads(line) for line in open(path, encoding="utf-8")]
-    pot = {r["id"]: r for r in rows if r["method"] == "pot"}
-    mc = [r for r in rows if r["method"] == "minicache" and r["id"] in pot]  # stream order
+    mc, pot = load(Path(path))  # minicache's rows in stream order, pot's by request id
     seconds: dict[str, float] = defaultdict(float)
     count: Counter[str] = Counter()
     first_hit_seen: set[str] = set()
@@ -34,7 +34,7 @@ def main(path: str) -> None:
         elif r["route"] == "error":
             kind = "error"
         elif reason.startswith("HitRefused:"):
-            kind = "refused: " + reason.split(":")[1].strip()
+            kind = "refused: " + refusal_kind(reason)
         elif r["group"] not in first_hit_seen:
             kind = "miss before the group's first hit"
         else:
