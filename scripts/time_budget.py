@@ -59,6 +59,26 @@ def main(path: str) -> None:
               f"{floor:.0f} s, {total_pot / floor:.2f}x")
     need = total_pot / 4
     print(f"4x needs minicache at {need:.0f} s: {total_mc - need:.0f} s less than measured")
+    refusal_bound(mc, total_pot, total_mc)
+
+
+def refusal_bound(mc: list[dict], total_pot: float, total_mc: float) -> None:
+    """What perfect extraction would give: each refused request its miss answered right (the entry
+    could have been right there) served instead at the stream's median hit latency. Refusals whose
+    miss was wrong stay misses: a hit there would have nothing to be checked against."""
+    hits = sorted(r["latency_s"] for r in mc if r["route"] == "hit")
+    if not hits:
+        return
+    median_hit = hits[len(hits) // 2]
+    refused = [r for r in mc if ((r.get("detail") or {}).get("fallback_reason") or "").startswith("HitRefused:")]
+    right = [r for r in refused if r["correct"]]
+    saved = sum(r["latency_s"] - median_hit for r in right)
+    n_hits = len(hits) + len(right)
+    print(f"refused hits: {len(refused)}, their miss answered right on {len(right)} "
+          f"({sum(r['latency_s'] for r in right):.0f} s) and wrong on {len(refused) - len(right)}")
+    print(f"if those {len(right)} had been hits at the median hit latency ({median_hit:.3f} s): "
+          f"minicache {total_mc - saved:.0f} s, {total_pot / (total_mc - saved):.2f}x, "
+          f"hit rate {100 * n_hits / len(mc):.1f}%")
 
 
 if __name__ == "__main__":
