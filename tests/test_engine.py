@@ -35,6 +35,7 @@ from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError
 from minicache.hit import VerifyConfig
 from minicache.routing import skeleton
 from minicache.store import SQLiteStore
+from minicache.store.base import Example
 from minicache.synthesis import parse_signature
 
 
@@ -466,6 +467,24 @@ def test_a_group_of_different_computations_is_not_generalized_by_the_target(make
     attempts = rig.store.group_failure("default", group.id)["attempts"]
     assert [a["source"] for a in attempts[:-1]] and all(a["source"] == "lifted" for a in attempts[:-1])
     assert attempts[-1] == {"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION}
+
+
+RATIO = ("def solve(current_assets=45000, current_liabilities=30000):\n"
+         "    return current_assets / current_liabilities\n")
+
+
+@pytest.mark.parametrize("ratios, trusted", [(2, False), (3, True)])
+def test_a_backed_candidate_must_fit_more_than_half_of_its_held_examples(make, ratios, trusted):
+    """Four held examples (a failed build's wrong ones join the newest), two computations: a program
+    another example backs needs ``validate_min`` of them and more than half. In svamp-v11 an entry
+    was made on 2 of 4 in a group of five different computations; 3 of 4 is trusted."""
+    rig = make()
+    held = [Example(id=f"ex{i}", tenant="default", group_id="g", question=CURRENT_RATIO.ask(a, b), context=None,
+                    program="", variables={}, answer=round(a / b if i < ratios else a - b, 4))
+            for i, (a, b) in enumerate(CR_VALUES[:4])]
+    record = rig.mc.builder.validate(RATIO, held, held[0], "", backed=True)
+    assert record.passed == ratios and record.of == 4 and record.ok is trusted
+    assert all(c.extraction == "align" for c in record.checks) and not rig.small.calls  # no model asked
 
 
 def test_a_group_where_another_example_backs_an_own_program_still_asks_the_target(make):
