@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Which requests two benchmark runs of one stream served differently.
 
-Reads two runs' ``requests.jsonl`` and compares minicache's row for each request both hold: the
-route, the answer, whether it was right, and why a hit was refused (``fallback_reason``). Why: the
+Reads two runs' ``requests.jsonl`` and compares minicache's row for each request both hold (rows
+read with ``stream_breakdown.load``, so only requests pot answered too): the route, the answer,
+whether it was right, and why a hit was refused (``fallback_reason``). Why: the
 speed ratio of two runs of identical work moves by a few percent with the machine, so a change is
 read request by request first: "every request took the same route with the same answer" says a
 ratio's move is noise; a list of the requests that moved says what the change did.
@@ -12,21 +13,16 @@ Usage: python3 scripts/compare_runs.py EARLIER/requests.jsonl LATER/requests.jso
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from stream_breakdown import load  # scripts/ is on the path when run as a script
+
 
 def minicache_rows(path: Path) -> dict[str, dict[str, Any]]:
-    """minicache's rows by request id, in stream order (dicts keep insertion order)."""
-    rows: dict[str, dict[str, Any]] = {}
-    with path.open() as f:
-        for line in f:
-            row = json.loads(line)
-            if row["method"] == "minicache":
-                rows[row["id"]] = row
-    return rows
+    """minicache's rows of the requests pot also answered, by request id, in stream order."""
+    return {r["id"]: r for r in load(path)[0]}
 
 
 def outcome(row: dict[str, Any]) -> tuple[Any, ...]:

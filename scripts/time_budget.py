@@ -26,6 +26,7 @@ def main(path: str) -> None:
     seconds: dict[str, float] = defaultdict(float)
     count: Counter[str] = Counter()
     first_hit_seen: set[str] = set()
+    refused: list[dict] = []
     for r in mc:
         reason = (r.get("detail") or {}).get("fallback_reason") or ""
         if r["route"] == "hit":
@@ -35,6 +36,7 @@ def main(path: str) -> None:
             kind = "error"
         elif reason.startswith("HitRefused:"):
             kind = "refused: " + refusal_kind(reason)
+            refused.append(r)
         elif r["group"] not in first_hit_seen:
             kind = "miss before the group's first hit"
         else:
@@ -59,10 +61,10 @@ def main(path: str) -> None:
               f"{floor:.0f} s, {total_pot / floor:.2f}x")
     need = total_pot / 4
     print(f"4x needs minicache at {need:.0f} s: {total_mc - need:.0f} s less than measured")
-    refusal_bound(mc, total_pot, total_mc)
+    refusal_bound(mc, refused, total_pot, total_mc)
 
 
-def refusal_bound(mc: list[dict], total_pot: float, total_mc: float) -> None:
+def refusal_bound(mc: list[dict], refused: list[dict], total_pot: float, total_mc: float) -> None:
     """What perfect extraction would give: each refused request its miss answered right (the entry
     could have been right there) served instead at the stream's median hit latency. Refusals whose
     miss was wrong stay misses: a hit there would have nothing to be checked against."""
@@ -70,7 +72,6 @@ def refusal_bound(mc: list[dict], total_pot: float, total_mc: float) -> None:
     if not hits:
         return
     median_hit = hits[len(hits) // 2]
-    refused = [r for r in mc if ((r.get("detail") or {}).get("fallback_reason") or "").startswith("HitRefused:")]
     right = [r for r in refused if r["correct"]]
     saved = sum(r["latency_s"] - median_hit for r in right)
     n_hits = len(hits) + len(right)
