@@ -72,7 +72,10 @@ def request_text(question: str, context: str | None) -> str:
     return question if not context else f"{question}{CONTEXT_SEPARATOR}{context}"
 
 
-def shared_prefix(texts: list[str], minimum: int = 40) -> str:
+PREFIX_MIN = 40  # characters: shorter shared text is not boilerplate worth skipping
+
+
+def shared_prefix(texts: list[str], minimum: int = PREFIX_MIN) -> str:
     """The text all of a group's requests begin with (boilerplate), cut back to a word boundary.
 
     Extraction reads only what follows it: a shorter prompt for the small model and fewer candidate
@@ -87,29 +90,40 @@ def shared_prefix(texts: list[str], minimum: int = 40) -> str:
 
 
 def strip_prefix(text: str, prefix: str) -> str:
-    """``text`` without the group's shared ``prefix`` (unchanged if it does not start with it).
+    """``text`` without the group's shared ``prefix``, or without the whole words it shares with it.
 
     Runs of whitespace match runs of any length: the prefix is learned from the first examples, and
     requests of one template differ in spacing. On formula-v9, Return on Assets learned a prefix ending
     in ``Question:`` and two spaces from its first two examples; 8 of its 10 later requests wrote one
     space, kept the formula's ``x 100`` in the text extraction read, and were refused because that
-    100's words ("Net Income / Total Assets") fit net income better than the chosen number's."""
+    100's words ("Net Income / Total Assets") fit net income better than the chosen number's.
+
+    A prefix learned from two examples can run past the boilerplate into words they happened to share:
+    on webshop-v6 an entry built early learned ``... Instruction: i `` and every later request that did
+    not begin "i" kept the whole prompt, whose words then became its keywords. A request that leaves
+    the prefix part-way loses the whole words it shares with it, when those are at least
+    ``PREFIX_MIN`` characters; a shorter match leaves the text whole."""
     if not prefix:
         return text
     if text.startswith(prefix):
         return text[len(prefix):]
     i = j = 0
+    word_end = 0  # where the last whole word both share ends in text (after its whitespace)
+    shared = 0  # prefix characters matched up to word_end
     while i < len(prefix):
         if prefix[i].isspace():
             if j >= len(text) or not text[j].isspace():
-                return text
+                break
             while i < len(prefix) and prefix[i].isspace():
                 i += 1
             while j < len(text) and text[j].isspace():
                 j += 1
+            word_end, shared = j, i
         elif j < len(text) and text[j] == prefix[i]:
             i += 1
             j += 1
         else:
-            return text
-    return text[j:]
+            break
+    else:
+        return text[j:]
+    return text[word_end:] if shared >= PREFIX_MIN else text

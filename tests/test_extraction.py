@@ -324,10 +324,28 @@ def test_a_shared_prefix_is_stripped_whatever_the_spacing_of_the_request():
     assert strip_prefix('Formula: ROA = (Net Income / Total Assets) x 100. Question: "Income $5, assets $50."',
                         prefix) == '"Income $5, assets $50."'
     assert strip_prefix("Formula: ROA = (Net Income / Total Assets)\nx 100.  Question:\t\"q 5\"", prefix) == '"q 5"'
-    # Not the prefix (a word differs, or a space is missing): the text is left whole.
-    assert strip_prefix("Formula: ROA = (Net Income / Total Assets) x 10. Question: q 5", prefix).startswith("Formula")
-    assert strip_prefix("Formula: ROA = (Net Income / Total Assets) x 100.Question: q 5", prefix).startswith("Formula")
+    # Left part-way (a word differs, or a space is missing): only the whole words shared go.
+    assert strip_prefix("Formula: ROA = (Net Income / Total Assets) x 10. Question: q 5",
+                        prefix) == "10. Question: q 5"
+    assert strip_prefix("Formula: ROA = (Net Income / Total Assets) x 100.Question: q 5",
+                        prefix) == "100.Question: q 5"
+    # Fewer shared characters than PREFIX_MIN: the text is left whole.
     assert strip_prefix("Formula: ROA", prefix) == "Formula: ROA"
+    assert strip_prefix("Formula: ROA = (Net Income) x 5", prefix) == "Formula: ROA = (Net Income) x 5"
+
+
+def test_a_request_that_leaves_the_prefix_part_way_loses_only_the_words_it_shares():
+    from minicache.request import PREFIX_MIN, shared_prefix, strip_prefix
+
+    # Two early examples both began their instruction with "i": the learned prefix runs one word
+    # past the boilerplate (webshop-v6).
+    boiler = "Write the WebShop search keywords for the shopper. Instruction: "
+    prefix = shared_prefix([boiler + "i need a red mug under 30 dollars", boiler + "i want blue socks, size 9"])
+    assert prefix == boiler + "i "
+    assert strip_prefix(boiler + "find me a lamp under 40 dollars", prefix) == "find me a lamp under 40 dollars"
+    assert strip_prefix(boiler + "i need green tea", prefix) == "need green tea"  # the whole prefix
+    assert len("Write the WebShop ") < PREFIX_MIN
+    assert strip_prefix("Write the WebShop query: lamp 40", prefix) == "Write the WebShop query: lamp 40"
 
 
 def test_keyword_rule_reads_the_number_next_to_the_names_acronym_in_capitals():
