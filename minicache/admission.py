@@ -63,9 +63,9 @@ failed builds cost 0.03 s and the build cost admission learns fell with them, so
 each, with requests waiting for them; the 4 entries served no hit.
 
 A group with a single arrival is never built, whatever the estimate. For the first
-``warmup_requests`` requests of a process the estimates are not trusted yet and ``build_after``
-alone decides; when the warm-up ends, the groups that reached ``build_early`` examples during it are
-offered their early build at once (``BuildQueue.offer_early``) rather than on their next miss.
+``warmup_requests`` requests of a process the estimates are not trusted yet and every group seen
+twice is admitted: an early build (``EngineConfig.build_early``) then still needs a model-free
+agreement between the group's own programs, so an unneeded one costs milliseconds.
 
 **Learning from failure** (what a failed build or hit records, and what the next build does
 with it) is :mod:`minicache.failures`'s.
@@ -323,7 +323,7 @@ class Admission:
 
     def trusted(self) -> bool:
         """Whether the estimates decide (admission on, misses measured, the warm-up over); until then
-        ``build_after`` alone does, and no group is built early (EngineConfig.build_early)."""
+        every group seen twice is admitted."""
         return self.config.enabled and bool(self.miss.n) and self.requests >= self.config.warmup_requests
 
     def admits(self, tenant: str, n: int, first_misses: int = 0, failures: int = 0) -> tuple[bool, dict[str, float]]:

@@ -56,35 +56,15 @@ class BuildQueue:
         except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
             self._crashed(tenant, group_id, exc)
 
-    def offer_early(self, tenant: str) -> None:
-        """Offer an early build to each of the tenant's groups that reached ``build_early`` examples
-        while admission was warming up (call it when the warm-up ends). Such a group was offered its
-        build on its last miss, when only ``build_after`` could decide, and would otherwise wait for
-        its next arrival, which it then answers as a miss. In formula-v12 (2026-12-04) two groups
-        had their second example by request 21 and their third after request 40, both misses.
-        The sweep reads the tenant's groups once, so it runs on the background worker."""
-        if self.config.frozen or self.config.build_early < 2:
-            return
-
-        def sweep() -> None:
-            try:
-                for group in self.builder.store.list_groups(tenant):
-                    if self.config.build_early <= group.n_examples < self.config.build_after:
-                        self.maybe_build(tenant, group.id)
-            except Exception as exc:  # a missed offer only delays a build to the group's next miss
-                log.error("offering early builds to tenant %s failed: %s: %s", tenant, type(exc).__name__, exc,
-                          exc_info=exc)
-
-        if self.config.background_builds:
-            self.executor.submit(sweep)
-        else:
-            sweep()
-
     def _early(self, n_examples: int) -> bool:
         """Whether a group with fewer than ``build_after`` examples may be built early: it has
-        ``build_early`` (2 or more), and admission's estimates decide (past their warm-up), so that
-        it is built only where groups seen that often have gone on to recur."""
-        return 2 <= self.config.build_early <= n_examples and self.builder.admission.trusted()
+        ``build_early`` (2 or more). Whether the build pays is then admission's to say; during its
+        warm-up, when it admits every group seen twice, an early build is still only tried on a
+        model-free agreement between the group's programs (``Builder.build``), so a wrong guess
+        costs a few milliseconds. Why not wait for the warm-up: groups that arrive early in a
+        process had their second example during it and then paid a third miss (module note in
+        docs/scale.md, "Early builds")."""
+        return 2 <= self.config.build_early <= n_examples
 
     def building(self, tenant: str) -> set[str]:
         """The tenant's groups with a build queued or running."""

@@ -137,12 +137,9 @@ class MiniCache:
             if result.tokens["target"]:
                 self.store.bump(tenant, "target_tokens", result.tokens["target"])
             if result.route in ("hit", "miss", "fallback"):  # its cost without any build it triggered
-                warming = not self.admission.trusted()
                 self.admission.observe_request(tenant, result.group,
                                                observed_route(result.route, result.fallback_reason) or result.route,
                                                request_cost(result.timings))
-                if warming and self.admission.trusted():  # early builds decide from now on
-                    self.builds.offer_early(tenant)
         result.timings["total_s"] = time.perf_counter() - began
         result.lock_wait_s = thread_waited_s() - waited
         return result

@@ -18,7 +18,7 @@ class EngineConfig:
     build_after: int = 3  # examples a group needs before a build
     # ... or this many, when another example with other values backs one of the group's own programs
     # (a model-free agreement: run on each other's values, they give each other's answers) and
-    # admission, past its warm-up, predicts the build pays. Such an early build tries only those
+    # admission admits it (every such group during its warm-up). Such an early build tries only those
     # candidates, never the target, and if none is trusted it records no failure: the group waits
     # for build_after. 0 switches it off. (minicache.build, docs/scale.md)
     build_early: int = 2

@@ -21,7 +21,7 @@ def main() -> None:
     dsn = sys.argv[1]
     with SandboxPool(size=1) as sandbox:
         mc = MiniCache(FakeTarget(), SlowSmall(), dsn, embedder=HashEmbedder(), sandbox=sandbox,
-                       config=EngineConfig(background_builds=False, build_lease_s=3.0,
+                       config=EngineConfig(background_builds=False, build_lease_s=3.0, build_early=0,
                                            verify=VerifyConfig(probation=0)))
         for values in CR_VALUES[:3]:
             mc.solve(CURRENT_RATIO.ask(*values))  # the third triggers the build, which hangs

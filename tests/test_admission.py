@@ -102,7 +102,7 @@ def test_a_groups_own_failed_builds_lower_its_chance_and_a_retry_that_would_not_
 
 
 def test_a_retry_is_admitted_with_the_groups_failed_builds_counted(make):
-    mc = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False))
+    mc = make(small=FakeSmall(mode="wrong"), admission=AdmissionConfig(enabled=False), build_early=0)
     told = spy_on_admission(mc)
     for values in CR_VALUES[:4]:  # built at the 3rd (fails), retried at the 4th (a new example)
         mc.solve(CURRENT_RATIO.ask(*values))
@@ -447,26 +447,25 @@ def test_a_request_sent_twice_does_not_back_an_early_build(make):
     assert mc.store.list_entries("default") == []
 
 
-def test_no_group_is_built_early_during_admissions_warm_up_or_when_switched_off(make):
-    for mc in (make(), early(make, build_early=0)):
-        for values in CR_VALUES[:2]:
-            mc.solve(CURRENT_RATIO.ask(*values))
-        assert mc.store.list_entries("default") == []
-
-
-def test_a_group_that_reached_two_examples_during_the_warm_up_is_built_early_when_it_ends(make):
-    """Its early build was declined on its second miss (admission still warming up); when the warm-up
-    ends, on another group's request, it is offered again, so its third request is a hit, not a miss."""
-    mc = make(admission=AdmissionConfig(warmup_requests=13))
-    costs(mc.admission, miss=100.0, hit=0.0, build=0.001)  # 10 requests observed
-    for values in CR_VALUES[:2]:  # requests 11 and 12: still warming up
+def test_no_group_is_built_early_when_switched_off(make):
+    mc = early(make, build_early=0)
+    for values in CR_VALUES[:2]:
         mc.solve(CURRENT_RATIO.ask(*values))
-    assert not mc.admission.trusted() and mc.store.list_entries("default") == []
-    mc.solve(SIMPLE_INTEREST.ask(*SI_VALUES[0]))  # request 13, of another group: the warm-up is over
-    assert mc.admission.trusted()
+    assert mc.store.list_entries("default") == []
+
+
+def test_a_group_is_built_early_during_admissions_warm_up_and_serves_its_third_request(make):
+    """Admission is still warming up (nothing measured yet), yet a group whose two programs back each
+    other is built on its second miss, so its third request is a hit, not a third miss."""
+    mc = make()
+    for values in CR_VALUES[:2]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    assert not mc.admission.trusted()
+    entry = mc.store.list_entries("default")[0]
+    assert entry.validation["passed"] == 2
     result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[2]))
     assert result.route == "hit" and result.answer == pytest.approx(CURRENT_RATIO.answer(*CR_VALUES[2]))
-    assert mc.target.build_calls == 0
+    assert mc.target.build_calls == 0  # an early build never asks the target
 
 
 # -- the small model's checks in a build, priced (Admission.model_checks_declined) ---------------

@@ -534,11 +534,11 @@ def _whole_and_chunked(tmp_path, admission, methods=("pot", "minicache"), name="
 
 
 def test_a_stream_run_in_chunks_takes_the_same_routes_as_one_continuous_run(tmp_path):
-    """Once warmed up (3 requests), admission's estimates reject every build here: with no build
+    """Once warmed up (1 request), admission's estimates reject every build here: with no build
     measured yet a build is priced at 100 misses (build_prior), which no arrival count pays back, and
     the sign does not depend on the measured seconds. A chunk that forgot the earlier requests would
-    be in its warm-up again, where build_after alone decides, and would build and hit."""
-    whole, chunked = _whole_and_chunked(tmp_path, AdmissionConfig(warmup_requests=3, build_prior=100.0))
+    be in its warm-up again, where every group seen twice is admitted, and would build and hit."""
+    whole, chunked = _whole_and_chunked(tmp_path, AdmissionConfig(warmup_requests=1, build_prior=100.0))
     routes = _minicache_routes(tmp_path / "whole")
     assert len(routes) == 17 and {route for _, route, _ in routes} == {"miss"}
     assert whole["engine_stats"]["builds_ok"] == 0

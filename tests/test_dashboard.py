@@ -291,7 +291,8 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(tm
     from selenium.webdriver.support.ui import WebDriverWait
 
     mc = MiniCache(FakeTarget(), FakeSmall(), store=SQLiteStore(tmp_path / "mc.db"), embedder=HashEmbedder(),
-                   sandbox=sandbox, config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
+                   sandbox=sandbox,
+                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0), build_early=0))
     try:
         with BackgroundServer(create_app(mc, AUTH)) as server, httpx.Client(base_url=server.url) as http:
             routes = [ask(http, KEY_A, CURRENT_RATIO, v)["route"] for v in CR_VALUES[:5]]

@@ -64,6 +64,7 @@ def make(tmp_path, sandbox):
         config.setdefault("audit_rate", 0.0)
         # Nor probation (tests/test_probation.py): here a validated entry serves its first request.
         config.setdefault("verify", VerifyConfig(probation=0))
+        config.setdefault("build_early", 0)  # builds at build_after; early builds: tests/test_admission.py
         mc = MiniCache(target, small, store=store, embedder=HashEmbedder(),
                        config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
         made.append(mc)

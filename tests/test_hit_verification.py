@@ -53,6 +53,7 @@ def make(tmp_path, sandbox):
         target = target or FakeTarget()
         small = small or SwappingSmall()
         config.setdefault("verify", VerifyConfig(probation=0))  # probation has its own tests (test_probation.py)
+        config.setdefault("build_early", 0)  # builds at build_after; early builds: tests/test_admission.py
         mc = MiniCache(target, small, store=SQLiteStore(tmp_path / f"mc{len(made)}.db"), embedder=HashEmbedder(),
                        config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
         made.append(mc)

@@ -17,7 +17,8 @@ def make(tmp_path, sandbox):
 
     def factory(**verify) -> tuple[MiniCache, FakeTarget]:
         target = FakeTarget()
-        config = EngineConfig(background_builds=False, audit_rate=0.0, verify=VerifyConfig(**verify))
+        config = EngineConfig(background_builds=False, audit_rate=0.0, verify=VerifyConfig(**verify),
+                              build_early=0)  # built at build_after, as the counts here expect
         mc = MiniCache(target, FakeSmall(), store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
                        embedder=HashEmbedder(), config=config, sandbox=sandbox)
         made.append(mc)

@@ -43,7 +43,7 @@ def test_killing_a_replica_mid_build_leaves_no_entry_and_its_lease_lapses(pg_dsn
     # Replica B takes over once the dead replica's lease has lapsed (3 s) and builds the entry once.
     with SandboxPool(size=1) as sandbox:
         b = MiniCache(FakeTarget(), FakeSmall(), pg_dsn, embedder=HashEmbedder(), sandbox=sandbox,
-                      config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
+                      config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0), build_early=0))
         time.sleep(3.5)
         b.builder.build("default", group_id)
         assert len(store.list_entries("default", "active")) == 1

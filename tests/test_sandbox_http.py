@@ -52,7 +52,7 @@ def rig(request, tmp_path, sandbox, bare_pool):
     pool = sandbox if request.param == "both layers" else bare_pool
     store = SQLiteStore(tmp_path / "mc.db")
     mc = MiniCache(CopyingTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=pool,
-                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
+                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0), build_early=0))
     client = TestClient(create_app(mc, AUTH))
     yield mc, store, client
     client.close()

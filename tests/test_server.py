@@ -49,6 +49,7 @@ def make(tmp_path, sandbox):
         store = store or SQLiteStore(tmp_path / f"mc{len(made)}.db")
         engine_config.setdefault("audit_rate", 0.0)  # random background audits would change the counts tested here
         engine_config.setdefault("verify", VerifyConfig(probation=0))  # nor probation (tests/test_probation.py)
+        engine_config.setdefault("build_early", 0)  # builds at build_after; early: tests/test_admission.py
         target = target or FakeTarget()
         mc = MiniCache(target, FakeSmall(), store=store, embedder=HashEmbedder(), sandbox=sandbox,
                        config=EngineConfig(background_builds=False, **engine_config))

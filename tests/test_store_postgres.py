@@ -303,7 +303,8 @@ def replicas(pg_dsn, sandbox):
     from fakes import FakeSmall, FakeTarget, HashEmbedder
     from minicache.engine import EngineConfig, MiniCache
 
-    config = EngineConfig(background_builds=False, verify=VerifyConfig(probation=0))  # probation: test_probation.py
+    # probation: test_probation.py; early builds: test_admission.py
+    config = EngineConfig(background_builds=False, verify=VerifyConfig(probation=0), build_early=0)
     made = [MiniCache(FakeTarget(), FakeSmall(), store=PostgresStore(pg_dsn), embedder=HashEmbedder(),
                       config=config, sandbox=sandbox) for _ in range(2)]
     yield made

@@ -125,7 +125,7 @@ def test_a_table_group_is_built_and_its_hits_read_the_table_without_the_small_mo
 
     mc = MiniCache(FakeBackend(target), FakeBackend(small), store=SQLiteStore(tmp_path / "mc.db"),
                    embedder=HashEmbedder(), sandbox=sandbox,
-                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0)))
+                   config=EngineConfig(background_builds=False, verify=VerifyConfig(probation=0), build_early=0))
     try:
         for row in ROWS:
             assert mc.solve(PCT.format(row=row), TABLE, group="pct").route == "miss"
