@@ -102,9 +102,8 @@ def strip_prefix(text: str, prefix: str) -> str:
     on WebShop an entry built early learned ``... Instruction: i `` and every later request that did
     not begin "i" kept the whole prompt, whose words then became its keywords (2026-12-06, in a run
     whose files were lost; benchmarks/results/webshop-v7/COMMAND.md has the figures and the run with
-    this fix). A request that leaves
-    the prefix part-way loses the whole words it shares with it, when those are at least
-    ``PREFIX_MIN`` characters; a shorter match leaves the text whole."""
+    this fix). A request that leaves the prefix part-way loses the whole words it shares with it,
+    when those are at least ``PREFIX_MIN`` characters; a shorter match leaves the text whole."""
     if not prefix:
         return text
     if text.startswith(prefix):
