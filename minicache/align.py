@@ -2,7 +2,8 @@
 
 A validated example of a group says, for each variable, *which* number of its request the variable
 took. That number has a **kind** (a percentage, a money amount, a count followed by a unit such as
-"5 years", a number word such as "quarterly", or a plain number), an optional scale reading ("2.4
+"5 years", a number word such as "twice", or a word for how often a year: "quarterly" and
+"monthly" are one kind, ``word:per-year``), or a plain number), an optional scale reading ("2.4
 million" read as 2,400,000) and **cue words** around it ("annual cash *inflows* of $6,000"). An
 *exemplar* keeps exactly that, with the numbers masked, so it is learned from a single example,
 where a learned rule (:func:`minicache.rules.learn_rules`) needs two that agree.
@@ -17,14 +18,15 @@ A new request aligns with an exemplar when:
   inflow means the request may not be the computation the entry does), unless the exemplar's own
   request held the same number unused (a constant of the wording).
 
-A **text variable** (WebShop's search keywords) is a stretch of the request, not a number. Its slot
-records the stretch's *region*: from the start of the request (or from the words that follow the
-number before it) to the words that lead to the next number ("..., and *price lower than* 30.00
-dollars"), and the region's words the example's value left out (its filler: "i need a", "which
-is"). A new request's value is its own region, found by the same opening and closing words (the
-longest beginning of the one and ending of the other, of at least two words, that occurs exactly
-once next to a number), less the filler and those words. Numbers inside the region
-belong to the text ("18 inch hair extensions") and are never read as a numeric slot or left over.
+**By elimination** (:attr:`Alignment.by_elimination`): where the cue words settle every slot but
+one of some kind, and exactly one number of that kind is left, that number is the slot's, if no
+number of another kind has better cues for it. One exemplar's reading alone is not enough (a slot it
+settled may be wrong, and the leftover follows it): the hit path takes it only when every exemplar
+of the entry, two at least, reads the request the same way (:meth:`minicache.hit.HitVerifier.aligned`).
+
+A **text variable** (WebShop's search keywords) is a stretch of the request, not a number
+(:mod:`minicache.align_text`). Numbers inside its region belong to the text ("18 inch hair
+extensions") and are never read as a numeric slot or left over.
 
 Anything less is not an alignment: the caller asks the small model instead, or refuses the hit. The
 slots that did align on their own are still returned, so that a model's choice can be checked
@@ -37,6 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .align_text import align_text, learn_text_slot
 from .numbers import Candidate, find_candidates
 from .store.base import Variable
 from .synthesis import words_match
@@ -48,7 +51,9 @@ _UNITS = {"year", "month", "day", "week", "quarter", "period", "hour", "minute",
 _STOP = set("a an the and or of for is are was were be by at to in on with from as if its it this that what how "
             "much many per each given has have had will would which who its their our your".split())
 BEFORE, AFTER = 6, 4  # words before and after a number that may describe it
-_TEXT_WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
+# Words for how many times a year: one kind, so that an example's "quarterly" teaches where "monthly"
+# goes (on formula-v23, 12 Effective Annual Rate requests went to the small model for want of this).
+PER_YEAR = {"annually", "semi-annually", "semiannually", "quarterly", "monthly", "weekly", "daily"}
 
 
 @dataclass
@@ -65,7 +70,8 @@ class Position:
 
 
 def number_kind(text: str, cand: Candidate) -> str:
-    """What sort of number this is, from how it is written: pct | money | unit:<unit> | word:<word> | plain.
+    """What sort of number this is, from how it is written: pct | money | unit:<unit> | word:per-year |
+    word:<word> | plain.
 
     A number with letters glued to it ("1tb", "32gb", "4g") is a size or a model name: ``unit:`` those
     letters, whatever they are. Read as plain, the 1 of "1tb" passed for WebShop's price."""
@@ -75,7 +81,7 @@ def number_kind(text: str, cand: Candidate) -> str:
     if re.search(r"[$€£¥]", written):
         return "money"
     if written.isalpha() or "-" in written and written.replace("-", "").isalpha():
-        return f"word:{written}"
+        return "word:per-year" if written in PER_YEAR else f"word:{written}"
     after = re.match(r"\s*([a-z]+)", text[cand.end:cand.end + 24].lower())
     if after:
         word = after.group(1)
@@ -202,98 +208,15 @@ def _learn_number_slots(template: list[Variable], text: str, pos: list[Position]
     return slots, taken
 
 
-def _words(text: str) -> list[tuple[str, int, int]]:
-    return [(m.group(0), m.start(), m.end()) for m in _TEXT_WORD.finditer(text.lower())]
-
-
-def learn_text_slot(text: str, value: str, pos: list[Position]) -> tuple[dict[str, Any], int, int] | None:
-    """The slot of a text value and where its region lies in ``text``. The slot holds the words that
-    open the region (those between the number before the value and the value; none when no number
-    comes before: the region opens at the request's start), the words that close it (between the
-    value and the next number; none when no number follows), and the region's words the value left
-    out. None unless the value's words occur in the request in order, with words between it and any
-    number next to it."""
-    want = [w for w, _, _ in _words(value)]
-    toks = _words(text)
-    if not want or not toks:
-        return None
-    best: tuple[int, int] | None = None
-    for i, (w, _, _) in enumerate(toks):  # the shortest stretch holding the value's words in order
-        if w != want[0]:
-            continue
-        j, k = i, 0
-        while j < len(toks) and k < len(want):
-            k += toks[j][0] == want[k]
-            j += 1
-        if k == len(want) and (best is None or j - i < best[1] - best[0]):
-            best = (i, j)
-    if best is None:
-        return None
-    start, end = toks[best[0]][1], toks[best[1] - 1][2]
-    before = [p for p in pos if p.end <= start]
-    after = [p for p in pos if p.start >= end]
-    lo = before[-1].end if before else 0
-    hi = after[0].start if after else len(text)
-    opening = [w for w, a, b in toks if lo <= a and b <= start and not w[0].isdigit()]
-    closing = [w for w, a, b in toks if end <= a and b <= hi and not w[0].isdigit()]
-    if before and not opening or after and not closing:
-        return None  # nothing says where the number ends and the text begins, or the other way round
-    region = {w for w, a, b in toks if lo <= a and b <= hi}
-    filler = sorted(w for w in region - set(want) - set(opening if before else []) - set(closing)
-                    if not w[0].isdigit())
-    return {"kind": "text", "opening": opening if before else None, "closing": closing, "filler": filler}, lo, hi
-
-
-def _anchor(words: list[str], toks: list[tuple[str, int, int]], text: str, pos: list[Position],
-            closing: bool) -> list[int] | None:
-    """Where the slot's opening words (their longest beginning) or closing words (their longest
-    ending), at least two of them, occur next to a number: right after one, or right before one.
-    Token indexes of every occurrence of the first length that occurs at all; None if none does."""
-    def next_to_number(i: int, n: int) -> bool:
-        if closing:
-            gap_from = toks[i + n - 1][2]
-            return any(p.start >= gap_from and not text[gap_from:p.start].strip(" ,:$") for p in pos)
-        gap_to = toks[i][1]
-        return any(p.end <= gap_to and not text[p.end:gap_to].strip(" ,:;.()\"'") for p in pos)
-
-    for n in range(len(words), min(2, len(words)) - 1, -1):
-        part = words[-n:] if closing else words[:n]
-        found = [i for i in range(len(toks) - n + 1)
-                 if [w for w, _, _ in toks[i:i + n]] == part and next_to_number(i, n)]
-        if found:
-            return [i + n - 1 if not closing else i for i in found]
-    return None
-
-
-def align_text(slot: dict[str, Any], text: str, pos: list[Position]) -> tuple[str, int, int] | str:
-    """The value of a text slot in ``text`` and its region, or why there is none."""
-    toks = _words(text)
-    bounds = []
-    for words, closing in ((slot.get("opening"), False), (slot["closing"], True)):
-        if not words:
-            bounds.append(len(text) if closing else 0)
-            continue
-        found = _anchor(words, toks, text, pos, closing)
-        if found is None or len(found) != 1:
-            where = "before" if closing else "after"
-            return (f"the words {'closing' if closing else 'opening'} the text ({' '.join(words)}) are "
-                    f"{'not' if found is None else 'more than once'} {where} a number")
-        bounds.append(toks[found[0]][1] if closing else toks[found[0]][2])
-    lo, hi = bounds
-    if lo >= hi:
-        return "the text's opening words come after its closing words"
-    drop = set(slot["filler"]) | set(slot.get("opening") or []) | set(slot["closing"])
-    kept = [text[a:b] for w, a, b in toks if lo <= a and b <= hi and w not in drop]
-    if not kept:
-        return "the text is empty once its filler is left out"
-    return " ".join(kept), lo, hi
-
-
 @dataclass
 class Alignment:
     values: dict[str, Any]  # every slot that aligned on its own
     complete: bool  # all slots aligned, distinct, and nothing of a used kind left over
     reason: str = ""
+    # Not complete, but every slot the cue words left open takes the one number of its kind left
+    # (module docstring, "By elimination"): the whole reading, which the caller may take only when
+    # every exemplar reads the same.
+    by_elimination: dict[str, Any] | None = None
 
 
 def _weights(slots: dict[str, Any]) -> dict[str, float]:
@@ -323,10 +246,12 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
             continue
         texts[name], lo, hi = found
         pos = [p for p in pos if not lo <= p.start < hi]  # numbers inside the text are the text's
-    slots = {name: slot for name, slot in every.items() if slot.get("kind") != "text"}
+    slots = {name: {**slot, "kind": _kind_now(slot["kind"])} for name, slot in every.items()
+             if slot.get("kind") != "text"}
     weights = _weights(slots)
     words = number_words(text, pos)
     chosen: dict[str, Position] = {}
+    ambiguous: set[str] = set()  # slots whose cue words could not pick among several numbers of their kind
     for name, slot in slots.items():
         cues = set(slot["cues"])
         score = {p.start: cue_score(words[p.start], cues, weights) for p in pos}
@@ -339,6 +264,7 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
         best = score[same[0].start]
         if len(same) > 1 and (best == 0 or best == score[same[1].start]):
             reasons.append(f"{len(same)} {slot['kind']} numbers could be {name}")
+            ambiguous.add(name)
             continue
         elsewhere = max((score[p.start] for p in pos if p not in same), default=0.0)
         if elsewhere > best:
@@ -349,20 +275,65 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
     for name in [n for n, p in chosen.items() if starts.count(p.start) > 1]:
         reasons.append(f"{name} shares its number with another variable")
         del chosen[name]
-    # "$1.2 million" where the example wrote "$450,000" or "2.4 million" read in full: the full amount.
-    values: dict[str, Any] = {name: p.readings[-1 if slots[name]["scale"] != "raw" else 0].value
-                              for name, p in chosen.items()}
-    values.update(texts)
+    values = _read(slots, chosen) | texts
+    constants = [tuple(c) for c in exemplar.get("constants") or []]
     if len(values) < len(every):
-        return Alignment(values, False, "; ".join(reasons))
+        whole = None
+        if len(texts) + len(slots) == len(every) and set(slots) - set(chosen) <= ambiguous:
+            whole = _eliminated(slots, chosen, pos, words, weights, constants)
+        return Alignment(values, False, "; ".join(reasons), None if whole is None else _read(slots, whole) | texts)
+    left = _left_over(slots, chosen, pos, constants)
+    if left is not None:
+        return Alignment(values, False, f"{left.readings[0].text.strip()!r} is left over, a {left.kind} number "
+                                        "like the template's")
+    return Alignment(values, True)
+
+
+def _kind_now(kind: str) -> str:
+    """A slot's kind as :func:`number_kind` names it now: exemplars stored before ``word:per-year``
+    name the word itself ("word:quarterly")."""
+    return "word:per-year" if kind.startswith("word:") and kind[5:] in PER_YEAR else kind
+
+
+def _read(slots: dict[str, Any], chosen: dict[str, Position]) -> dict[str, Any]:
+    """The chosen numbers' values: "$1.2 million" where the example wrote "$450,000" or "2.4 million"
+    read in full is the full amount."""
+    return {name: p.readings[-1 if slots[name]["scale"] != "raw" else 0].value for name, p in chosen.items()}
+
+
+def _left_over(slots: dict[str, Any], chosen: dict[str, Position], pos: list[Position],
+               constants: list[tuple[Any, ...]]) -> Position | None:
+    """A number no slot took, of a kind the template uses, that is not a constant of the wording."""
     kinds = {slot["kind"] for slot in slots.values()}
     used = {p.start for p in chosen.values()}
-    constants = [tuple(c) for c in exemplar.get("constants") or []]
-    for p in pos:
-        if p.start not in used and p.kind in kinds and (p.kind, p.values()[0]) not in constants:
-            return Alignment(values, False, f"{p.readings[0].text.strip()!r} is left over, a {p.kind} number "
-                                            "like the template's")
-    return Alignment(values, True)
+    return next((p for p in pos if p.start not in used and p.kind in kinds
+                 and (p.kind, p.values()[0]) not in constants), None)
+
+
+def _eliminated(slots: dict[str, Any], chosen: dict[str, Position], pos: list[Position],
+                words: dict[int, list[tuple[str, int]]], weights: dict[str, float],
+                constants: list[tuple[Any, ...]]) -> dict[str, Position] | None:
+    """Every slot the cue words left open given the one number of its kind no slot took (one open
+    slot per kind), if no number of another kind has better cues for it, no symbol the slot's cues
+    lack is written beside it, and nothing is left over."""
+    open_slots = [name for name in slots if name not in chosen]
+    used = {p.start for p in chosen.values()}
+    whole = dict(chosen)
+    for name in open_slots:
+        slot = slots[name]
+        if sum(slots[other]["kind"] == slot["kind"] for other in open_slots) != 1:
+            return None
+        left = [p for p in pos if p.start not in used and p.kind == slot["kind"]
+                and (slot["scale"] != "raw" or len(p.readings) > 1) and (p.kind, p.values()[0]) not in constants]
+        if len(left) != 1:
+            return None
+        score = {p.start: cue_score(words[p.start], set(slot["cues"]), weights) for p in pos}
+        if max((score[p.start] for p in pos if p.kind != slot["kind"]), default=0.0) > score[left[0].start]:
+            return None
+        if {w for w, _ in words[left[0].start] if "_" in w} - set(slot["cues"]):
+            return None  # written beside another symbol ("P_1 = 310" left for S_1): it is that one's
+        whole[name] = left[0]
+    return whole if open_slots and _left_over(slots, whole, pos, constants) is None else None
 
 
 def same_value(a: Any, b: Any) -> bool:

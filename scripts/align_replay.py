@@ -2,7 +2,8 @@
 """Replay zero-model alignment on a committed Formula run, with this checkout's minicache/align.py
 against another revision's, no model involved.
 
-usage: python scripts/align_replay.py RUN_DIR [--base REV]   (REV: a git revision, default HEAD~1)
+usage: python scripts/align_replay.py RUN_DIR [--base REV] [--dataset NAME]
+       (REV: a git revision, default HEAD~1; NAME: the run's dataset, default formula)
 
 For each entry in RUN_DIR/minicache.db: the group's stored examples that the entry's stored
 exemplars align right (the entry's program, run in the sandbox, gives the example's answer) are the
@@ -10,9 +11,11 @@ validated pairs; both versions learn exemplars from those same pairs (``learn_ex
 align every request of the group in RUN_DIR/requests.jsonl (minicache's rows, by routed group).
 A request counts as **right** or **wrong** when every complete alignment agrees and the program on
 its values gives (or not) the dataset's answer (the benchmark's tolerance), **disagree** when two
-exemplars align it differently, **incomplete** otherwise. Prints the counts per version and each
-request whose outcome differs. Requests of every route are aligned, hits or not: this measures the
-alignment, not what the run served.
+exemplars align it differently, **incomplete** otherwise. Where no exemplar aligns completely, a
+reading by elimination counts as the hit path takes it (``HitVerifier.aligned``: every exemplar, two at
+least, reads the same; revisions without it have none). Prints the counts per version and each
+request whose outcome differs, with the route the run gave it and whether pot was right. Requests of
+every route are aligned, hits or not: this measures the alignment, not what the run served.
 """
 
 from __future__ import annotations
@@ -57,9 +60,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--base", default="HEAD~1")
+    parser.add_argument("--dataset", default="formula", choices=sorted(LOADERS))
     args = parser.parse_args()
-    requests = {r.id: r for r in LOADERS["formula"]()}
+    requests = {r.id: r for r in LOADERS[args.dataset]()}
     rows = [json.loads(line) for line in open(args.run / "requests.jsonl", encoding="utf-8")]
+    pot_right = {r["id"]: bool(r.get("correct")) for r in rows if r["method"] == "pot"}
     by_group: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for r in rows:
         detail = r.get("detail") if isinstance(r.get("detail"), dict) else {}
@@ -98,21 +103,37 @@ def main() -> None:
                 text = strip_prefix(request_text(req.question, req.context), prefix)
                 outcome = {}
                 for name, m in versions.items():
-                    complete = [f for f in (m.align(e, text) for e in learned[name]) if f.complete]
+                    found = [m.align(e, text) for e in learned[name]]
+                    complete = [f.values for f in found if f.complete]
+                    whole = [getattr(f, "by_elimination", None) for f in found]
+                    if not complete and len(whole) >= 2 and all(w is not None and w == whole[0] for w in whole):
+                        complete = [whole[0]]
                     if not complete:
                         outcome[name] = "incomplete"
-                    elif any(f.values != complete[0].values for f in complete):
+                    elif any(values != complete[0] for values in complete):
                         outcome[name] = "disagree"
                     else:
-                        right = answers_match(answer(program, complete[0].values), float(req.answer))
+                        right = answers_match(answer(program, complete[0]), gold_of(req.answer))
                         outcome[name] = "right" if right else "wrong"
                     tally[name][outcome[name]] += 1
                 if outcome["base"] != outcome["current"]:
-                    differ.append((row["id"], gid, outcome["base"], outcome["current"]))
+                    how = row["detail"].get("extraction") or row["route"]
+                    reason = (row["detail"].get("fallback_reason") or "").split(":")
+                    how += f" ({reason[1].strip()})" if len(reason) > 1 else ""
+                    differ.append((row["id"], gid, outcome["base"], outcome["current"], how,
+                                   "pot right" if pot_right.get(row["id"]) else "pot wrong"))
     for name, counts in tally.items():
         print(f"{name:8s} " + ", ".join(f"{k} {counts[k]}" for k in ("right", "wrong", "disagree", "incomplete")))
-    for rid, gid, before, after in differ:
-        print(f"  {rid} ({gid}): {before} -> {after}")
+    for rid, gid, before, after, how, pot in differ:
+        print(f"  {rid} ({gid}): {before} -> {after}; the run: {how}, {pot}")
+
+
+def gold_of(answer: Any) -> Any:
+    """The dataset's answer as answers_match takes it: a number where it is one (Formula, SVAMP)."""
+    try:
+        return float(answer)
+    except (TypeError, ValueError):
+        return answer
 
 
 if __name__ == "__main__":

@@ -429,7 +429,7 @@ def test_a_zero_among_the_examples_narrows_the_sign_and_magnitude_checks(seen, v
 def test_number_kinds_follow_how_the_number_is_written():
     text = "a loan of $12,000 at 5% for 3 years, paid quarterly, 40 items and 7 more, on a 1tb disk"
     kinds = {c.text.strip(): number_kind(text, c) for c in find_candidates(text)}
-    assert kinds == {"$12,000": "money", "5%": "pct", "3": "unit:year", "quarterly": "word:quarterly",
+    assert kinds == {"$12,000": "money", "5%": "pct", "3": "unit:year", "quarterly": "word:per-year",
                      "40": "unit:item", "7": "plain", "1": "unit:tb"}
 
 
