@@ -257,8 +257,7 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
     for name, slot in slots.items():
         cues = set(slot["cues"])
         score = {p.start: cue_score(words[p.start], cues, weights) for p in pos}
-        # A number written without a scale word cannot be read in the units of one written with it.
-        same = [p for p in pos if p.kind == slot["kind"] and (slot["scale"] != "raw" or len(p.readings) > 1)]
+        same = [p for p in pos if _fits(slot, p)]
         if not same:
             reasons.append(f"no {slot['kind']} number for {name}")
             continue
@@ -297,6 +296,13 @@ def _kind_now(kind: str) -> str:
     return "word:per-year" if kind.startswith("word:") and kind[5:] in PER_YEAR else kind
 
 
+def _fits(slot: dict[str, Any], p: Position) -> bool:
+    """Whether ``p`` may be the slot's number: of its kind, and, where the example kept a scale word's
+    number as written (2.4 for "2.4 million"), written with one too: a number written without a
+    scale word cannot be read in the units of one written with it."""
+    return p.kind == slot["kind"] and (slot["scale"] != "raw" or len(p.readings) > 1)
+
+
 def _read(slots: dict[str, Any], chosen: dict[str, Position]) -> dict[str, Any]:
     """The chosen numbers' values: "$1.2 million" where the example wrote "$450,000" or "2.4 million"
     read in full is the full amount."""
@@ -325,8 +331,7 @@ def _eliminated(slots: dict[str, Any], chosen: dict[str, Position], pos: list[Po
         slot = slots[name]
         if sum(slots[other]["kind"] == slot["kind"] for other in open_slots) != 1:
             return None
-        left = [p for p in pos if p.start not in used and p.kind == slot["kind"]
-                and (slot["scale"] != "raw" or len(p.readings) > 1) and (p.kind, p.values()[0]) not in constants]
+        left = [p for p in pos if p.start not in used and _fits(slot, p) and (p.kind, p.values()[0]) not in constants]
         if len(left) != 1:
             return None
         score = {p.start: cue_score(words[p.start], set(slot["cues"]), weights) for p in pos}
