@@ -2,7 +2,7 @@
 
 A validated example of a group says, for each variable, *which* number of its request the variable
 took. That number has a **kind** (a percentage, a money amount, a count followed by a unit such as
-"5 years", a number word such as "twice", or a word for how often a year: "quarterly" and
+"5 years" or "5-year", a number word such as "twice", or a word for how often a year: "quarterly" and
 "monthly" are one kind, ``word:per-year``), or a plain number), an optional scale reading ("2.4
 million" read as 2,400,000) and **cue words** around it ("annual cash *inflows* of $6,000"). An
 *exemplar* keeps exactly that, with the numbers masked, so it is learned from a single example,
@@ -19,11 +19,12 @@ A new request aligns with an exemplar when:
   request held the same number unused (a constant of the wording).
 
 **By elimination** (:attr:`Alignment.by_elimination`): where the cue words settle every slot but one
-of some kind, and exactly one number of that kind is left, that number is the slot's, if no number
-of another kind has better cues for it and no other symbol ("P_1 =") is written beside it. One
-exemplar's reading alone is not enough (a slot it settled may be wrong, and the leftover follows
-it): the hit path takes it only when every exemplar of the entry, two at least, reads the request
-the same way (:meth:`minicache.hit.HitVerifier.aligned`).
+of some kind (a slot that took a number only by cue words it shares with a slot that has a word of
+its own there is unsettled: ``_sharing``), and exactly one number of that kind is left, that number
+is the slot's, if no number of another kind has better cues for it and no other symbol ("P_1 =") is
+written beside it. One exemplar's reading alone is not enough (a slot it settled may be wrong, and
+the leftover follows it): the hit path takes it only when every exemplar of the entry, two at
+least, reads the request the same way (:meth:`minicache.hit.HitVerifier.aligned`).
 
 A **text variable** (WebShop's search keywords) is a stretch of the request, not a number
 (:mod:`minicache.align_text`). Numbers inside its region belong to the text ("18 inch hair
@@ -84,7 +85,7 @@ def number_kind(text: str, cand: Candidate) -> str:
         return "money"
     if written.isalpha() or "-" in written and written.replace("-", "").isalpha():
         return "word:per-year" if written in PER_YEAR else f"word:{written}"
-    after = re.match(r"\s*([a-z]+)", text[cand.end:cand.end + 24].lower())
+    after = re.match(r"(?:\s*|-)([a-z]+)", text[cand.end:cand.end + 24].lower())  # "5 years", "5-year"
     if after:
         word = after.group(1)
         if word in ("dollar", "dollars", "usd"):
@@ -272,10 +273,11 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
             reasons.append(f"the words around another number point to {name}")
             continue
         chosen[name] = same[0]
-    starts = [p.start for p in chosen.values()]
-    for name in [n for n, p in chosen.items() if starts.count(p.start) > 1]:
+    dropped, left_open = _sharing(slots, chosen, words, weights)
+    for name in dropped + left_open:
         reasons.append(f"{name} shares its number with another variable")
         del chosen[name]
+    ambiguous |= set(left_open)
     values = _read(slots, chosen) | texts
     constants = [tuple(c) for c in exemplar.get("constants") or []]
     if len(values) < len(every):
@@ -288,6 +290,27 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
         return Alignment(values, False, f"{left.readings[0].text.strip()!r} is left over, a {left.kind} number "
                                         "like the template's")
     return Alignment(values, True)
+
+
+def _sharing(slots: dict[str, Any], chosen: dict[str, Position], words: dict[int, list[tuple[str, int]]],
+             weights: dict[str, float]) -> tuple[list[str], list[str]]:
+    """Of the slots that took a number another slot took too: those to drop, and those to leave open
+    for elimination. Where exactly one of them has a cue word of its own beside that number and the
+    others only cue words they share with other slots ("current" of current assets and current
+    liabilities, in "current assets worth $65,000 and owes $45,000 to its creditors"), the one keeps
+    the number and the others are left open, as if their cues had not chosen; otherwise all are
+    dropped (each has words of its own there, or none has: nothing says whose the number is)."""
+    dropped: list[str] = []
+    left_open: list[str] = []
+    starts = [p.start for p in chosen.values()]
+    for start in sorted({s for s in starts if starts.count(s) > 1}):
+        names = [n for n, p in chosen.items() if p.start == start]
+        own = [n for n in names if cue_score(words[start], {c for c in slots[n]["cues"] if weights.get(c) == 1.0})]
+        if len(own) == 1:
+            left_open += [n for n in names if n != own[0]]
+        else:
+            dropped += names
+    return dropped, left_open
 
 
 def _kind_now(kind: str) -> str:

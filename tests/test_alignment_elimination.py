@@ -72,3 +72,37 @@ def test_nothing_is_eliminated_with_two_numbers_left_a_number_left_over_or_anoth
     asked = align(symbols, "The rate was S_0 = 0.13 and the price level P_0 = 290, then rose to P_1 = 310; find S_1.")
     assert asked.values == {"S_0": 0.13, "P_0": 290}
     assert asked.by_elimination is None  # 310 is written as P_1, not S_1: the request asks for S_1
+
+
+WC = [Variable("current_assets", "number", "current assets"),
+      Variable("current_liabilities", "number", "current liabilities")]
+
+
+def test_a_slot_that_took_a_shared_number_on_shared_cue_words_only_is_left_open_for_elimination():
+    # "current" is a cue of both slots; only current_assets has a word of its own ("assets") by $65,000.
+    exemplar = learn_exemplar(WC, "A shop reports current assets of $300,000 and current liabilities of $230,000.",
+                              {"current_assets": 300000, "current_liabilities": 230000})
+    found = align(exemplar, "A florist has current assets worth $65,000 and owes $45,000 to its creditors.")
+    assert not found.complete and found.values == {"current_assets": 65000}
+    assert found.by_elimination == {"current_assets": 65000, "current_liabilities": 45000}
+
+
+def test_two_slots_with_words_of_their_own_by_one_number_both_stay_unread():
+    qr = [Variable("current_assets", "number", "current assets"), Variable("inventories", "number", "inventories"),
+          Variable("current_liabilities", "number", "current liabilities")]
+    exemplar = learn_exemplar(qr, "A store has current assets of $900,000, inventories of $600,000 and current "
+                                  "liabilities of $300,000.",
+                              {"current_assets": 900000, "inventories": 600000, "current_liabilities": 300000})
+    # The first $300,000 has "assets" before it and "inventories" after it: each slot has a word of its own there.
+    found = align(exemplar, "A firm has $600,000 in current assets which includes $300,000 in inventories, against "
+                            "current liabilities of $300,000.")
+    assert "current_assets" not in found.values and "inventories" not in found.values
+    assert found.by_elimination is None
+
+
+def test_a_number_written_with_a_hyphen_before_its_unit_is_of_that_unit():
+    pv = [Variable("FV", "number", "future value"), Variable("n", "integer", "years")]
+    exemplar = learn_exemplar(pv, "A payment of $10,000 is due in 6 years.", {"FV": 10000, "n": 6})
+    assert exemplar["slots"]["n"]["kind"] == "unit:year"
+    found = align(exemplar, "A 5-year license will cost $75,000 at the end of the period.")
+    assert found.complete and found.values == {"FV": 75000, "n": 5}
