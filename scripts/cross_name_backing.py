@@ -64,7 +64,8 @@ def main() -> None:
                 for j, other in enumerate(lifted):
                     if j == i or other is None:
                         continue
-                    how, values = "same names", other.defaults
+                    how = "same names"
+                    values: dict[str, Any] | None = other.defaults
                     if set(other.defaults) != set(cand.defaults):
                         how, values = "renamed", _renamed(exemplar, texts[j], other.defaults)
                     if values is None:
