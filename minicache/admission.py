@@ -249,6 +249,11 @@ class Admission:
         rate = (more + w * n) / (exposure + w * sent)
         return rate * (self.config.horizon_requests or sent)
 
+    def miss_cost(self) -> float | None:
+        """Seconds a miss costs (the EWMA), None until one has been measured."""
+        with self._lock:
+            return self.miss.value if self.miss.n else None
+
     def hit_attempt_cost(self) -> tuple[float, float]:
         """Expected seconds of a hit attempt, and the fallback rate it assumes (see module doc)."""
         c, miss = self.config, self.miss.value

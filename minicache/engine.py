@@ -81,7 +81,7 @@ class MiniCache:
         self.miss = MissPath(target, self.sandbox, self.store, self.router, self.config)
         owner = new_id("replica")  # this engine's name in build leases
         self.hits = HitPath(self.store, self.sandbox, self.verifier, self.miss, self.events, self.config,
-                            self._auditor.submit, owner=owner)
+                            self._auditor.submit, owner=owner, miss_cost=self.admission.miss_cost)
         self.builder = Builder(target, self.sandbox, self.store, self.extractor, self.events, self.admission,
                                self.config, owner=owner)
         self.builds = BuildQueue(self.builder, self._worker, self.config)
@@ -170,8 +170,12 @@ class MiniCache:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
                     if not no_store and getattr(exc, "kind", "") != "busy":  # a full pool is not the entry's fault
                         self.hits.count_failure(tenant, entry, question, fallback_reason)
-        result = self.miss.solve(decision.group_id, question, context, timings, tenant, record=not no_store,
-                                 new_group=decision.new_group, label=group, embedding=decision.embedding)
+        try:
+            result = self.miss.solve(decision.group_id, question, context, timings, tenant, record=not no_store,
+                                     new_group=decision.new_group, label=group, embedding=decision.embedding)
+        except SolveError as exc:
+            exc.fallback_reason = fallback_reason  # what the hit attempt before it ended in
+            raise
         if not no_store:
             self.builds.maybe_build(tenant, decision.group_id)
         result.similarity = decision.similarity

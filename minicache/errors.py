@@ -53,7 +53,12 @@ class InvalidRequest(MiniCacheError):
 
 
 class SolveError(MiniCacheError):
-    """Neither the cache nor the target could produce an answer for this request."""
+    """Neither the cache nor the target could produce an answer for this request.
+
+    ``fallback_reason``: why the request's hit was not served before the miss path failed too
+    (``"HitRefused: range: ..."``), None when no hit was attempted."""
+
+    fallback_reason: str | None = None
 
 
 class ExtractionError(MiniCacheError):
@@ -69,7 +74,8 @@ class HitRefused(ExtractionError):
     ``"model"``, or ``"hit"`` for the values it would have served), ``variable`` the one a value
     or context check refused, ``cues`` the word stems around the value a context check refused, and
     ``answer`` the answer an answer check refused: with the miss answer they show whether the
-    refusal was founded (:mod:`minicache.refusals`)."""
+    refusal was founded (:mod:`minicache.refusals`). ``model_s``: the seconds of the extraction when
+    the small model had chosen the refused values, else None (:mod:`minicache.model_record`)."""
 
     def __init__(self, check: str, reason: str, *, shadow: bool = False,
                  readings: dict[str, dict[str, Any]] | None = None, variable: str | None = None,
@@ -78,6 +84,7 @@ class HitRefused(ExtractionError):
         self.check, self.reason, self.shadow = check, reason, shadow
         self.readings, self.variable, self.cues = readings, variable, cues
         self.answer: Any = None
+        self.model_s: float | None = None
 
 
 class ProgramError(MiniCacheError):

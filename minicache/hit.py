@@ -70,6 +70,11 @@ class VerifyConfig:
     probation_tenant_min: int = 5
     probation_max_failure: float = 0.35
     probation_every: int = 4
+    # The small model is not asked for an entry whose choices have not paid for their seconds
+    # (minicache.model_record: z, the bound's confidence; calls under min_s are always made).
+    model_gate: bool = True
+    model_gate_z: float = 1.0
+    model_gate_min_s: float = 0.1
 
 
 def wilson_upper(failures: int, n: int, z: float) -> float:
@@ -278,9 +283,11 @@ class HitVerifier:
             complete = Alignment(first, True, "by elimination, every exemplar agreeing")
         return complete, {k: v for k, v in partial.items() if k not in conflicts}
 
-    def extract(self, entry: Entry, request_text: str, *, allow_model: bool = True) -> Extraction:
+    def extract(self, entry: Entry, request_text: str, *, no_model: HitRefused | None = None) -> Extraction:
         """The verified values for ``entry`` from a request; raises HitRefused (or ExtractionError
-        when the small model fails outright, which counts as the entry's failure)."""
+        when the small model fails outright, which counts as the entry's failure). ``no_model``: the
+        refusal to raise where only the small model could read the values (None: it is asked). A
+        refusal raised after the model chose carries its seconds as ``model_s``."""
         began = time.perf_counter()
         text = self.extractor.text_for(entry, request_text)
         profile = entry.validation.get("profile") or {}
@@ -297,14 +304,23 @@ class HitVerifier:
             checked = check_types(entry.template, values)
             _checked_values(profile, entry.template, checked, text, self.config.value_range)
             return Extraction(checked, method, time.perf_counter() - began)
-        if not allow_model:
-            raise HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
+        if no_model is not None:
+            raise no_model
         exemplars = profile.get("exemplars") or []
         if exemplars and all("table" in ex for ex in exemplars):
             # The small model read its own example's cells right on 4 of 17 TAT-QA requests
             # (minicache.tables): where the table does not answer, the miss path does.
             why = "; ".join(sorted({align(ex, text).reason for ex in exemplars}))
             raise HitRefused("align", f"the entry's values are read from the table only: {why}")
+        try:
+            return self._by_model(entry, text, profile, partial, began)
+        except HitRefused as refused:
+            refused.model_s = time.perf_counter() - began
+            raise
+
+    def _by_model(self, entry: Entry, text: str, profile: dict[str, Any], partial: dict[str, Any],
+                  began: float) -> Extraction:
+        """The small model's choice, corroborated (and chosen again or re-asked where configured)."""
         mode = entry.validation.get("extraction", "choice")
         pinned = self.pinned(entry, text, partial) if mode == "choice" and self.config.pin_readings else {}
         extraction = self.extractor.by_model(entry.template, text, choice=(mode == "choice"), fixed=pinned)

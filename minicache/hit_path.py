@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import replace
@@ -22,8 +23,9 @@ from .engine_config import EngineConfig
 from .errors import HitRefused, MiniCacheError
 from .events import EventLog
 from .failures import record_failed_hit
-from .hit import ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
+from .hit import MODEL_PATHS, ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
 from .miss import MissPath
+from .model_record import ModelRecord
 from .refusals import LEARNABLE, revise
 from .request import request_text
 from .sandbox import SandboxPool
@@ -35,8 +37,12 @@ class HitPath:
     """Serves hits and keeps each entry's record in service (hits, audits, failures)."""
 
     def __init__(self, store: Store, sandbox: SandboxPool, verifier: HitVerifier, miss: MissPath,
-                 events: EventLog, config: EngineConfig, submit: Callable[..., Future], owner: str = "hits") -> None:
+                 events: EventLog, config: EngineConfig, submit: Callable[..., Future], owner: str = "hits",
+                 miss_cost: Callable[[], float | None] = lambda: None) -> None:
         self.store, self.sandbox, self.verifier, self.miss = store, sandbox, verifier, miss
+        # What a miss costs (seconds, None until measured): the engine's admission estimate.
+        self.miss_cost = miss_cost
+        self.model_record = ModelRecord(config.verify.model_gate_z, config.verify.model_gate_min_s)
         self.events, self.config = events, config
         self.owner = owner  # this engine's name in build leases (a revision is written under one)
         self.submit = submit  # the engine's audit worker (background, behind requests)
@@ -51,8 +57,15 @@ class HitPath:
         if on_probation(entry, self.config.verify, lambda: self.store.counters(tenant)):
             raise HitRefused("probation", "a new entry's first hit attempts are answered by the miss path and "
                                           "compared before it serves", shadow=True)
-        allow_model = not demoted(entry, self.config.audit_delta, self.config.audit_z)
-        extraction = self.verifier.extract(entry, request_text(question, context), allow_model=allow_model)
+        began = time.perf_counter()
+        try:
+            extraction = self.verifier.extract(entry, request_text(question, context),
+                                               no_model=self._no_model(entry, tenant))
+        except HitRefused as exc:
+            if record and exc.model_s is not None:
+                self.model_record.observe(tenant, entry, served=False, seconds=exc.model_s)
+            raise
+        by_model = extraction.method in MODEL_PATHS
         timings["extract_s"] = extraction.seconds
         run = self.sandbox.run(entry.program, extraction.variables)
         timings["sandbox_s"] = run.seconds
@@ -61,8 +74,12 @@ class HitPath:
             self.verifier.check_answer(entry, value)
         except HitRefused as exc:
             exc.readings, exc.answer = {"hit": dict(extraction.variables)}, value
+            if record and by_model:
+                self.model_record.observe(tenant, entry, served=False, seconds=time.perf_counter() - began)
             raise
         if record:
+            if by_model:
+                self.model_record.observe(tenant, entry, served=True, seconds=time.perf_counter() - began)
             self.store.record_hit(tenant, entry.id)
             if extraction.small_tokens:
                 self.store.bump(tenant, "small_tokens", extraction.small_tokens)
@@ -73,6 +90,18 @@ class HitPath:
                            variables=extraction.variables, timings=timings,
                            tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method,
                            pinned=list(extraction.detail.get("pinned", [])))
+
+    def _no_model(self, entry: Entry, tenant: str) -> HitRefused | None:
+        """The refusal that stands in for the small model where it is not asked: a demoted entry
+        serves zero-model hits only (its would-be hit is audited against the miss answer), and an
+        entry whose model choices have not paid their seconds asks it no more (minicache.model_record)."""
+        if demoted(entry, self.config.audit_delta, self.config.audit_z):
+            return HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
+        if self.config.verify.model_gate:
+            why = self.model_record.declines(tenant, entry, self.miss_cost())
+            if why is not None:
+                return HitRefused("model-record", why)
+        return None
 
     def schedule_audit(self, tenant: str, entry: Entry, question: str, context: str | None, **kwargs: Any) -> None:
         """Run :meth:`audit` on the background worker, or now without background builds."""

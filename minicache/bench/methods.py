@@ -111,7 +111,8 @@ class MiniCacheMethod:
         try:
             res = self.engine.solve(r.question, r.context, group=r.group if self.use_group_labels else None)
         except SolveError as exc:
-            return Outcome(None, "error", detail={"error": str(exc), **self._build_detail()})
+            return Outcome(None, "error", detail={"error": str(exc), "fallback_reason": exc.fallback_reason,
+                                                  **self._build_detail()})
         finally:
             self.last_id = str(r.id)
         answer: Any = res.answer
