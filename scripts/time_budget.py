@@ -4,10 +4,11 @@
 Reads a run's ``requests.jsonl`` (pot and minicache rows of the same requests) and sums minicache's
 latency by what each request was: a hit; a miss before its gold group's first hit (the cold start a
 cache cannot avoid); a later plain miss; a hit refused and served as a miss, by the check that
-refused it; an error. Then the ceiling: the pot/minicache ratio if every gold group paid pot's
-latency for its first ``k`` requests and nothing after (k = 2 is the fewest misses a build needs,
-``build_early``; k = 3 is ``build_after``). Why: issue 16 asks for 4x on Formula; this says which
-part of the gap is refusals, which is cold starts, and whether 4x is within reach of the design.
+refused it; an error (after a refused hit, where the row says so). Then the ceiling: the
+pot/minicache ratio if every gold group paid pot's latency for its first ``k`` requests and nothing
+after (k = 2 is the fewest misses a build needs, ``build_early``; k = 3 is ``build_after``). Why:
+issue 16 asks for 4x on Formula; this says which part of the gap is refusals, which is cold starts,
+and whether 4x is within reach of the design.
 
 Usage: python3 scripts/time_budget.py RUN/requests.jsonl
 """
@@ -32,8 +33,8 @@ def main(path: str) -> None:
         if r["route"] == "hit":
             kind = "hit"
             first_hit_seen.add(r["group"])
-        elif r["route"] == "error":
-            kind = "error"
+        elif r["route"] == "error":  # rows since f945a8b say what the hit attempt before it ended in
+            kind = "error" + (f" after refused: {refusal_kind(reason)}" if reason.startswith("HitRefused:") else "")
         elif reason.startswith("HitRefused:"):
             kind = "refused: " + refusal_kind(reason)
             refused.append(r)

@@ -178,6 +178,20 @@ def test_by_default_a_miss_is_one_target_call_like_pot_even_when_its_program_fai
     assert rig.store.list_groups("default") == []  # nothing recorded from a failed program
 
 
+def test_a_miss_that_fails_after_a_refused_hit_says_why_the_hit_was_refused(make):
+    rig = make()
+    for values in CR_VALUES[:3]:
+        ask(rig, CURRENT_RATIO, values)
+    assert rig.mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3])).route == "hit"
+    rig.target.mode = "broken"
+    with pytest.raises(SolveError) as failed:  # assets were 9,000 to 120,000: 64 is refused, then the miss fails
+        rig.mc.solve(CURRENT_RATIO.ask(64, 16))
+    assert (failed.value.fallback_reason or "").startswith("HitRefused: range")
+    with pytest.raises(SolveError) as failed:  # no entry, no hit attempt
+        rig.mc.solve(SIMPLE_INTEREST.ask(*SI_VALUES[0]))
+    assert failed.value.fallback_reason is None
+
+
 @pytest.mark.parametrize("mode", ["broken", "raise"])
 def test_target_failure_raises_solve_error_and_records_no_example(make, mode):
     rig = make(target=FakeTarget(mode=mode))
