@@ -25,7 +25,7 @@ from .events import EventLog
 from .failures import record_failed_hit
 from .hit import MODEL_PATHS, ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
 from .miss import MissPath
-from .model_record import ModelRecord
+from .model_record import model_declined
 from .refusals import LEARNABLE, revise
 from .request import request_text
 from .sandbox import SandboxPool
@@ -42,7 +42,6 @@ class HitPath:
         self.store, self.sandbox, self.verifier, self.miss = store, sandbox, verifier, miss
         # What a miss costs (seconds, None until measured): the engine's admission estimate.
         self.miss_cost = miss_cost
-        self.model_record = ModelRecord(config.verify.model_gate_z, config.verify.model_gate_min_s)
         self.events, self.config = events, config
         self.owner = owner  # this engine's name in build leases (a revision is written under one)
         self.submit = submit  # the engine's audit worker (background, behind requests)
@@ -63,7 +62,7 @@ class HitPath:
                                                no_model=self._no_model(entry, tenant))
         except HitRefused as exc:
             if record and exc.model_s is not None:
-                self.model_record.observe(tenant, entry, served=False, seconds=exc.model_s)
+                self.store.record_model_choice(tenant, entry.id, False, round(exc.model_s * 1000))
             raise
         by_model = extraction.method in MODEL_PATHS
         timings["extract_s"] = extraction.seconds
@@ -75,11 +74,11 @@ class HitPath:
         except HitRefused as exc:
             exc.readings, exc.answer = {"hit": dict(extraction.variables)}, value
             if record and by_model:
-                self.model_record.observe(tenant, entry, served=False, seconds=time.perf_counter() - began)
+                self.store.record_model_choice(tenant, entry.id, False, round((time.perf_counter() - began) * 1000))
             raise
         if record:
             if by_model:
-                self.model_record.observe(tenant, entry, served=True, seconds=time.perf_counter() - began)
+                self.store.record_model_choice(tenant, entry.id, True, round((time.perf_counter() - began) * 1000))
             self.store.record_hit(tenant, entry.id)
             if extraction.small_tokens:
                 self.store.bump(tenant, "small_tokens", extraction.small_tokens)
@@ -97,8 +96,9 @@ class HitPath:
         entry whose model choices have not paid their seconds asks it no more (minicache.model_record)."""
         if demoted(entry, self.config.audit_delta, self.config.audit_z):
             return HitRefused("audit", "the entry is demoted and only zero-model hits are served", shadow=True)
-        if self.config.verify.model_gate:
-            why = self.model_record.declines(tenant, entry, self.miss_cost())
+        verify = self.config.verify
+        if verify.model_gate:
+            why = model_declined(entry, self.miss_cost(), verify.model_gate_z, verify.model_gate_min_s)
             if why is not None:
                 return HitRefused("model-record", why)
         return None

@@ -149,6 +149,9 @@ class ExportedEntry(_Strict):
     failures: Count = 0
     audits_agreed: Count = 0
     audits_disagreed: Count = 0
+    model_served: Count = 0
+    model_refused: Count = 0
+    model_ms: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] = 0  # a bigint column
     created_at: Annotated[StrictFloat, Field(ge=0)] | None = None
     updated_at: Annotated[StrictFloat, Field(ge=0)] | None = None
     examples: Annotated[list[ExportedExample], Field(max_length=MAX_EXAMPLES)] = Field(default_factory=list)
@@ -293,7 +296,8 @@ def import_entries(store: Store, entries: list[ExportedEntry], tenant: str,
         entry = Entry(id=new_id("ent"), tenant=tenant, group_id=item.group_id, program=item.program,
                       template=[Variable(**v.model_dump()) for v in item.template], status="active",
                       validation=validation, rules=dict(item.rules), hits=item.hits, failures=item.failures,
-                      audits_agreed=item.audits_agreed, audits_disagreed=item.audits_disagreed)
+                      audits_agreed=item.audits_agreed, audits_disagreed=item.audits_disagreed,
+                      model_served=item.model_served, model_refused=item.model_refused, model_ms=item.model_ms)
         rows.append(entry)
         for x in item.examples:
             vector: np.ndarray | None = embed_request(model, x.question) if model is not None else None

@@ -9,9 +9,10 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit import ZERO_MODEL_PATHS, HitRefused, VerifyConfig
-from minicache.model_record import ModelRecord
+from minicache.model_record import model_declined
 from minicache.store import Entry, SQLiteStore
-from test_hit_verification import SwappingSmall
+from pg import pg_database, pg_dsn, pg_server  # noqa: F401 - fixtures
+from test_hit_verification import SwappingSmall, any_store  # noqa: F401 - fixture
 
 
 class SlowSwappingSmall(SwappingSmall):
@@ -22,50 +23,39 @@ class SlowSwappingSmall(SwappingSmall):
         return super()._reply(messages, options)
 
 
-def entry(program: str = "def solve(a, b):\n    return a / b\n") -> Entry:
-    return Entry(id="ent_1", tenant="default", group_id="grp_1", template=[], program=program)
+def entry(served: int = 0, refused: int = 0, seconds_each: float = 1.0) -> Entry:
+    return Entry(id="ent_1", tenant="default", group_id="grp_1", template=[],
+                 program="def solve(a, b):\n    return a / b\n", model_served=served, model_refused=refused,
+                 model_ms=round((served + refused) * seconds_each * 1000))
 
 
 def test_the_model_is_declined_once_the_optimistic_share_served_times_a_miss_is_under_its_seconds():
-    record, e = ModelRecord(z=1.0), entry()
-    for _ in range(3):
-        record.observe("default", e, served=False, seconds=1.0)
     # 0 of 3: the optimistic share is 1/4, and 0.25 x 4.5 s = 1.125 s is still above 1.0 s of model
-    assert record.declines("default", e, miss_s=4.5) is None
-    record.observe("default", e, served=False, seconds=1.0)
-    why = record.declines("default", e, miss_s=4.5)  # 0 of 4: 0.2 x 4.5 s = 0.9 s
+    assert model_declined(entry(refused=3), miss_s=4.5) is None
+    why = model_declined(entry(refused=4), miss_s=4.5)  # 0 of 4: 0.2 x 4.5 s = 0.9 s
     assert why is not None and "served 0 of 4 times" in why
 
 
 def test_a_record_of_served_choices_keeps_the_model_asked_and_no_measured_miss_asks_it_always():
-    record, e = ModelRecord(z=1.0), entry()
-    for served in (True, True, False, True):
-        record.observe("default", e, served=served, seconds=1.0)
-    assert record.declines("default", e, miss_s=4.5) is None
-    for _ in range(20):
-        record.observe("default", e, served=False, seconds=1.0)
-    assert record.declines("default", e, miss_s=4.5) is not None
-    assert record.declines("default", e, miss_s=None) is None  # no miss measured yet
+    assert model_declined(entry(served=3, refused=1), miss_s=4.5) is None
+    assert model_declined(entry(served=3, refused=21), miss_s=4.5) is not None
+    assert model_declined(entry(served=3, refused=21), miss_s=None) is None  # no miss measured yet
+    assert model_declined(entry(), miss_s=4.5) is None  # never asked yet
 
 
 def test_calls_shorter_than_the_floor_are_always_made():
-    record, e = ModelRecord(z=1.0, min_s=0.1), entry()
-    for _ in range(10):
-        record.observe("default", e, served=False, seconds=0.05)
-    assert record.declines("default", e, miss_s=0.01) is None
+    assert model_declined(entry(refused=10, seconds_each=0.05), miss_s=0.01, min_s=0.1) is None
 
 
-def test_the_record_follows_the_entrys_program_and_tenant():
-    record, e = ModelRecord(z=1.0), entry()
-    for _ in range(10):
-        record.observe("default", e, served=False, seconds=1.0)
-    assert record.declines("default", e, miss_s=4.5) is not None
-    revised = entry()
-    revised.id = "ent_2"  # a refusal review's revision keeps the program, and its record
-    assert record.declines("default", revised, miss_s=4.5) is not None
-    rebuilt = entry("def solve(a, b):\n    return b / a\n")
-    assert record.declines("default", rebuilt, miss_s=4.5) is None
-    assert record.declines("other", e, miss_s=4.5) is None
+def test_the_record_is_kept_per_entry_in_both_stores(any_store):  # noqa: F811 - the fixture
+    store = any_store
+    kept = store.put_entry(Entry(id="ent_rec", tenant="default", group_id="grp_rec", template=[],
+                                 program="def solve(a):\n    return a\n"))
+    store.record_model_choice("default", kept.id, False, 1500)
+    store.record_model_choice("default", kept.id, True, 500)
+    store.record_model_choice("default", "ent_missing", True, 500)  # gone: nothing happens
+    got = store.get_entry("default", kept.id)
+    assert (got.model_served, got.model_refused, got.model_ms) == (1, 1, 2000)
 
 
 @pytest.fixture

@@ -67,6 +67,12 @@ OLD_MIGRATIONS: list[str] = [
     CREATE INDEX examples_seq ON examples (tenant, seq);
     ALTER TABLE groups ADD COLUMN failure TEXT;
     """,
+    # 6: each entry's record of the small model's choices on hit attempts (minicache.model_record)
+    """
+    ALTER TABLE entries ADD COLUMN model_served INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE entries ADD COLUMN model_refused INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE entries ADD COLUMN model_ms INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -93,6 +93,15 @@ class Entry:
     # Audits (see minicache.hit): served hits also answered by the miss path, and how many agreed.
     audits_agreed: int = 0
     audits_disagreed: int = 0
+    # The small model's choices on hit attempts (see minicache.model_record): served, refused, milliseconds.
+    model_served: int = 0
+    model_refused: int = 0
+    model_ms: int = 0
+
+    @staticmethod
+    def model_choice(served: bool, ms: int) -> dict[str, int]:
+        """What one small-model choice adds to an entry's record (``Store.record_model_choice``)."""
+        return {"model_served" if served else "model_refused": 1, "model_ms": max(0, int(ms))}
 
     @property
     def program_hash(self) -> str:
@@ -104,6 +113,7 @@ class Entry:
                 "program": self.program, "program_hash": self.program_hash, "validation": self.validation,
                 "rules": self.rules, "hits": self.hits, "failures": self.failures,
                 "audits_agreed": self.audits_agreed, "audits_disagreed": self.audits_disagreed,
+                "model_served": self.model_served, "model_refused": self.model_refused, "model_ms": self.model_ms,
                 "created_at": self.created_at, "updated_at": self.updated_at}
 
 
@@ -175,6 +185,8 @@ class Store(Protocol):
     def record_hit(self, tenant: str, entry_id: str) -> None: ...
     def record_failure(self, tenant: str, entry_id: str) -> int: ...
     def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]: ...
+    # one hit attempt in which the small model chose values: served or refused, and its milliseconds
+    def record_model_choice(self, tenant: str, entry_id: str, served: bool, ms: int) -> None: ...
     def set_entry_status(self, tenant: str, entry_id: str, status: EntryStatus) -> None: ...
     # an import: every entry (as put_entry) and example in ONE transaction, all or nothing
     def import_entries(self, entries: list[Entry], examples: list[Example]) -> None: ...

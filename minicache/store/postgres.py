@@ -69,9 +69,7 @@ class PostgresStore:
                  connect_timeout: int = 10, create: bool = True) -> None:
         """``create=False``: the database must already hold a MiniCache schema (else StoreError, and
         nothing is created in it); commands that only read use it."""
-        self.dsn = dsn
-        self.safe_dsn = redact_dsn(dsn)
-        self.timeout = timeout
+        self.dsn, self.safe_dsn, self.timeout = dsn, redact_dsn(dsn), timeout
         try:
             params = _conninfo.conninfo_to_dict(dsn)
         except psycopg.Error as exc:
@@ -292,16 +290,14 @@ class PostgresStore:
         return to_entry(row) if row else None
 
     def list_entries(self, tenant: str, status: EntryStatus | None = None) -> list[Entry]:
-        sql, args = "SELECT * FROM entries WHERE tenant=%s", [tenant]
-        if status:
-            sql, args = sql + " AND status=%s", args + [status]
+        where, args = ("tenant=%s AND status=%s", [tenant, status]) if status else ("tenant=%s", [tenant])
         with self._conn() as c:
-            rows = c.execute(sql + " ORDER BY created_at, seq", args).fetchall()
+            rows = c.execute(f"SELECT * FROM entries WHERE {where} ORDER BY created_at, seq", args).fetchall()
         return [to_entry(r) for r in rows]
 
     def record_hit(self, tenant: str, entry_id: str) -> None:
         with self._conn() as c:
-            c.execute("UPDATE entries SET hits=hits+1 WHERE tenant=%s AND id=%s", (tenant, entry_id))
+            c.execute(*POSTGRES.add_to("entries", tenant, entry_id, {"hits": 1}))
 
     def record_failure(self, tenant: str, entry_id: str) -> int:
         with self._conn() as c:
@@ -316,6 +312,10 @@ class PostgresStore:
             row = c.execute(f"UPDATE entries SET {column}={column}+1 WHERE tenant=%s AND id=%s "
                             "RETURNING audits_agreed, audits_disagreed", (tenant, entry_id)).fetchone()
         return (row["audits_agreed"], row["audits_disagreed"]) if row else (0, 0)
+
+    def record_model_choice(self, tenant: str, entry_id: str, served: bool, ms: int) -> None:
+        with self._conn() as c:
+            c.execute(*POSTGRES.add_to("entries", tenant, entry_id, Entry.model_choice(served, ms)))
 
     def _reopen_if_no_active(self, c: Conn, tenant: str, group_id: str) -> None:
         active = _one(c, "SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s AND status='active')",

@@ -56,7 +56,8 @@ def entry_row(entry: Entry) -> dict[str, Any]:
             "program": entry.program, "program_hash": entry.program_hash, "validation": dumps(entry.validation),
             "rules": dumps(entry.rules), "hits": entry.hits, "failures": entry.failures,
             "created_at": float(entry.created_at), "updated_at": float(entry.updated_at),
-            "audits_agreed": entry.audits_agreed, "audits_disagreed": entry.audits_disagreed}
+            "audits_agreed": entry.audits_agreed, "audits_disagreed": entry.audits_disagreed,
+            "model_served": entry.model_served, "model_refused": entry.model_refused, "model_ms": entry.model_ms}
 
 
 def to_entry(row: Row) -> Entry:
@@ -65,7 +66,8 @@ def to_entry(row: Row) -> Entry:
                  version=row["version"], status=cast(EntryStatus, row["status"]),
                  validation=json.loads(row["validation"]), rules=json.loads(row["rules"]), hits=row["hits"],
                  failures=row["failures"], created_at=row["created_at"], updated_at=row["updated_at"],
-                 audits_agreed=row["audits_agreed"], audits_disagreed=row["audits_disagreed"])
+                 audits_agreed=row["audits_agreed"], audits_disagreed=row["audits_disagreed"],
+                 model_served=row["model_served"], model_refused=row["model_refused"], model_ms=row["model_ms"])
 
 
 def step_record_row(record: StepRecord) -> dict[str, Any]:

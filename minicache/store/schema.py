@@ -40,6 +40,12 @@ class Dialect:
         return (f"INSERT INTO {table} ({', '.join(row)}) VALUES ({self.params(len(row))})",
                 tuple(row.values()))
 
+    def add_to(self, table: str, tenant: str, row_id: str, amounts: dict[str, int]) -> tuple[str, tuple[Any, ...]]:
+        """An UPDATE adding ``amounts`` (column -> amount) to one row's counts, in one statement."""
+        sets = ", ".join(f"{column}={column}+{self.param}" for column in amounts)
+        return (f"UPDATE {table} SET {sets} WHERE tenant={self.param} AND id={self.param}",
+                (*amounts.values(), tenant, row_id))
+
 
 SQLITE = Dialect("sqlite", {"text": "TEXT", "int": "INTEGER", "bigint": "INTEGER", "float": "REAL",
                             "bytes": "BLOB"}, param="?", seq=None,
@@ -155,6 +161,10 @@ MIGRATIONS: list[list[Step]] = [
         Index("examples_seq", "examples", ("tenant", "seq")),
         AddColumn("groups", _text("failure", null=True)),
     ],
+    # 6: each entry's record of the small model's choices on its hit attempts: served, refused by a
+    # check, and their milliseconds (minicache.model_record decides from it whether to ask the model)
+    [AddColumn("entries", _int("model_served", "0")), AddColumn("entries", _int("model_refused", "0")),
+     AddColumn("entries", _int("model_ms", "0", kind="bigint"))],
 ]
 
 LATEST = len(MIGRATIONS)

@@ -259,6 +259,10 @@ class SQLiteStore:
                             (tenant, entry_id)).fetchone()
         return (row[0], row[1]) if row else (0, 0)
 
+    def record_model_choice(self, tenant: str, entry_id: str, served: bool, ms: int) -> None:
+        with self._tx() as c:
+            c.execute(*SQLITE.add_to("entries", tenant, entry_id, Entry.model_choice(served, ms)))
+
     def set_entry_status(self, tenant: str, entry_id: str, status: EntryStatus) -> None:
         with self._tx() as c:
             c.execute("UPDATE entries SET status=?, updated_at=? WHERE tenant=? AND id=?",
