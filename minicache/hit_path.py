@@ -62,7 +62,7 @@ class HitPath:
                                                no_model=self._no_model(entry, tenant))
         except HitRefused as exc:
             if record and exc.model_s is not None:
-                self.store.record_model_choice(tenant, entry.id, False, round(exc.model_s * 1000))
+                self._record_model_choice(tenant, entry, False, exc.model_s)
             raise
         by_model = extraction.method in MODEL_PATHS
         timings["extract_s"] = extraction.seconds
@@ -74,11 +74,11 @@ class HitPath:
         except HitRefused as exc:
             exc.readings, exc.answer = {"hit": dict(extraction.variables)}, value
             if record and by_model:
-                self.store.record_model_choice(tenant, entry.id, False, round((time.perf_counter() - began) * 1000))
+                self._record_model_choice(tenant, entry, False, time.perf_counter() - began)
             raise
         if record:
             if by_model:
-                self.store.record_model_choice(tenant, entry.id, True, round((time.perf_counter() - began) * 1000))
+                self._record_model_choice(tenant, entry, True, time.perf_counter() - began)
             self.store.record_hit(tenant, entry.id)
             if extraction.small_tokens:
                 self.store.bump(tenant, "small_tokens", extraction.small_tokens)
@@ -89,6 +89,10 @@ class HitPath:
                            variables=extraction.variables, timings=timings,
                            tokens={"target": 0, "small": extraction.small_tokens}, extraction=extraction.method,
                            pinned=list(extraction.detail.get("pinned", [])))
+
+    def _record_model_choice(self, tenant: str, entry: Entry, served: bool, seconds: float) -> None:
+        """One hit attempt in which the small model chose values, into the entry's record."""
+        self.store.record_model_choice(tenant, entry.id, served, round(seconds * 1000))
 
     def _no_model(self, entry: Entry, tenant: str) -> HitRefused | None:
         """The refusal that stands in for the small model where it is not asked: a demoted entry
