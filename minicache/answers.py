@@ -29,6 +29,8 @@ class SolveResult:
     program: str | None = None
     variables: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    # Tokens each model computed; a miss on a real model also gives "target_cached": prompt tokens
+    # whose KV state was already there (a system prompt, a group's kept boilerplate) and not prefilled.
     tokens: dict[str, int] = field(default_factory=lambda: {"target": 0, "small": 0})
     similarity: float = 0.0
     extraction: str | None = None  # how a hit's values were found (minicache.extraction.Method)

@@ -56,11 +56,14 @@ class MissPath:
             try:
                 out = self.target.complete(messages, GenerationOptions(
                     max_tokens=self.config.miss_max_tokens, draft="lookup" if reference else None,
-                    draft_text=reference))
+                    draft_text=reference, prefix_key=f"{tenant}/{group_id}" if self.config.keep_group_prefix else None))
             except BackendError as exc:
                 raise SolveError(f"target model failed: {exc}") from exc
             target_s += time.perf_counter() - t
             tokens["target"] += out.prompt_tokens + out.completion_tokens
+            cached = int(out.draft.get("cached_prompt_tokens", 0))  # prompt tokens not prefilled
+            if cached:
+                tokens["target_cached"] = tokens.get("target_cached", 0) + cached
             code = extract_code(out.text)
             try:
                 run = self.sandbox.run(code, {})

@@ -325,6 +325,17 @@ def test_miss_asks_for_the_same_plain_program_as_the_pot_baseline(rig):
     assert rig.target.calls[-1].messages == plain_pot_messages(question)
 
 
+def test_a_miss_names_its_group_so_the_target_can_keep_the_groups_prompt_prefix(make):
+    rig = make()
+    first = ask(rig, CURRENT_RATIO, CR_VALUES[0])
+    second = ask(rig, CURRENT_RATIO, CR_VALUES[1])
+    keys = [call.options.prefix_key for call in rig.target.calls]
+    assert first.group == second.group and keys == [f"default/{first.group}"] * 2
+    off = make("off.db", keep_group_prefix=False)
+    ask(off, CURRENT_RATIO, CR_VALUES[0])
+    assert off.target.calls[-1].options.prefix_key is None
+
+
 def test_parameterized_miss_programs_become_entries_as_written(make):
     rig = make(target=FakeTarget(mode="parameterized"))
     results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])

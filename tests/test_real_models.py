@@ -125,6 +125,30 @@ def test_forgetting_a_request_keeps_the_system_prefix_but_not_the_prompt_or_its_
     assert forgotten.text == first.text == repeated.text
 
 
+def test_a_call_under_a_prefix_key_prefills_only_what_it_does_not_share_with_the_last_such_call(small_model):
+    """The miss path names the request's group (GenerationOptions.prefix_key): a group's template is
+    prefilled once, the output does not change, and a call without the key (the pot baseline in an
+    interleaved benchmark) gets nothing of it after forget_request."""
+    system = Message("system", EXTRACT_SYSTEM)
+    template = "Use formula Current Ratio to answer. Formula: Current Ratio = Assets / Liabilities. " * 3
+    first = [system, Message("user", template + "Question: assets are 500 and liabilities 250.")]
+    second = [system, Message("user", template + "Question: a firm holds 900 in assets and owes 300.")]
+    opts, keyed = GenerationOptions(max_tokens=12), GenerationOptions(max_tokens=12, prefix_key="group-1")
+    small_model.warm_up()
+    small_model.complete(first, keyed)
+    small_model.forget_request()
+    plain = small_model.complete(second, opts)
+    small_model.forget_request()
+    reused = small_model.complete(second, keyed)
+    small_model.forget_request()
+    shared = len(small_model.tokenize(template))
+    assert reused.text == plain.text
+    assert reused.draft["cached_prompt_tokens"] >= plain.draft["cached_prompt_tokens"] + shared - 2
+    other_key = small_model.complete(second, GenerationOptions(max_tokens=12, prefix_key="group-2"))
+    assert other_key.draft["cached_prompt_tokens"] == plain.draft["cached_prompt_tokens"]
+    small_model.forget_request()
+
+
 def test_both_models_and_the_embedder_compute_one_at_a_time(small_model, target_model):
     from minicache.embedding import shared_embedder
     from minicache.models.base import CPU_LOCK

@@ -122,6 +122,7 @@ class MiniCacheMethod:
                        {"route": res.route, "group": res.group, "extraction": res.extraction,
                         "variables": res.variables, "pinned": res.pinned,
                         "timings": res.timings, "lock_wait_s": res.lock_wait_s, "fallback_reason": res.fallback_reason,
+                        "cached_prompt_tokens": res.tokens.get("target_cached", 0),
                         **self._build_detail()})
 
 

@@ -39,6 +39,11 @@ class GenerationOptions:
     ``draft`` selects speculative decoding on backends that support it: ``"small"`` (the small model
     drafts), ``"lookup"`` (n-gram lookup in ``draft_text``, e.g. a cached program), ``"none"``.
     ``None`` means the backend's configured default.
+
+    ``prefix_key`` names calls whose prompts tend to begin alike (the miss path passes the request's
+    group: a template's boilerplate). A backend that keeps KV states keeps the last such call's, and
+    the next call with the key prefills only what its prompt does not share with it; others ignore
+    it. Only the prefill changes, not what is generated.
     """
 
     max_tokens: int = 512
@@ -49,6 +54,7 @@ class GenerationOptions:
     draft: DraftKind | None = None
     draft_text: str | None = None
     seed: int | None = None
+    prefix_key: str | None = None
 
 
 @dataclass

@@ -18,6 +18,11 @@ Two things make the small model's extraction cheap on a CPU:
 * the KV state of each system prompt (an entry's extraction template) is saved after its first
   use and restored when that prompt returns after another one, so entries that alternate on a busy
   cache do not pay the template's prefill again (``PREFIX_STATES`` of them are kept).
+
+A call may name a key (``GenerationOptions.prefix_key``: the miss path names the request's group):
+the last such call's KV state is kept, and the next call with the key restores it, cut back to the
+tokens the two prompts share, so a group's template is prefilled once. :meth:`forget_request` keeps
+only system prefixes: a kept state never serves a call that did not name its key.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from .compute import is_background_thread
 from .llama_setup import default_threads, fix_schema_patterns, import_llama, make_llama_class
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
+KEPT_STATES = 32  # prefix_key states kept per model (about 28 KB per token for the 1.5B: 8 MB a miss)
+KEPT_MIN_GAIN = 8  # tokens beyond the system prefix a kept state must save to be restored
 
 
 class LlamaCppBackend:
@@ -70,7 +77,8 @@ class LlamaCppBackend:
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"llama.cpp could not load {path}: {exc}") from exc
         self.llm.eval_log = []
-        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # system prefixes
+        self._kept: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()  # prefix_key -> (tokens, state)
         self._formatters: dict[bool, Any] = {}
 
     @classmethod
@@ -163,13 +171,46 @@ class LlamaCppBackend:
             while len(self._states) > PREFIX_STATES:
                 self._states.popitem(last=False)
 
+    def _load_kept(self, key: str | None, tokens: list[int], prefix: int) -> bool:
+        """Start the KV cache with what ``tokens`` share with the last call under ``key``: its state
+        restored and cut back to the shared tokens (a position's keys and values depend only on the
+        tokens up to it). False, touching nothing, where that would not save ``KEPT_MIN_GAIN`` tokens
+        beyond the system prefix and what the cache already holds."""
+        if key is None or key not in self._kept:
+            return False
+        ids, state = self._kept[key]
+        n = next((i for i, (a, b) in enumerate(zip(ids, tokens, strict=False)) if a != b), min(len(ids), len(tokens)))
+        n = min(n, len(tokens) - 1)  # generation needs one prompt token of its own to evaluate
+        if n < max(prefix, self._common_prefix(tokens)) + KEPT_MIN_GAIN:
+            return False
+        self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
+        if not self._set_seq_state(self.llm, state):
+            self.llm.n_tokens = 0
+            return False
+        self.llm._ctx.kv_cache_seq_rm(0, n, -1)
+        self.llm.input_ids[:n] = ids[:n]
+        self.llm.n_tokens = n
+        self._kept.move_to_end(key)
+        return True
+
+    def _keep(self, key: str | None) -> None:
+        """Keep the KV state of the call just made (prompt and output) under ``key``."""
+        if key is None or not self.llm.n_tokens:
+            return
+        state = self._seq_state(self.llm)
+        if state:
+            self._kept[key] = (self.llm.input_ids[:self.llm.n_tokens].tolist(), state)
+            self._kept.move_to_end(key)
+            while len(self._kept) > KEPT_STATES:
+                self._kept.popitem(last=False)
+
     def _seq_state(self, llm: Any) -> bytes:
         """The KV cache of sequence 0 (what generation uses), as bytes; empty if llama.cpp wrote none."""
         ctx = llm._ctx.ctx
         size = self._llama_cpp.llama_state_seq_get_size(ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         written = self._llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-        return bytes(buf[:written]) if written else b""
+        return ctypes.string_at(buf, written) if written else b""  # (slicing the array makes a list of ints)
 
     def _set_seq_state(self, llm: Any, state: bytes) -> bool:
         """Load a :meth:`_seq_state` into sequence 0; False if llama.cpp refused it."""
@@ -245,7 +286,8 @@ class LlamaCppBackend:
             prompt = self._chat_tokens(messages)
             if fields is not None and prompt is not None:
                 return self._choose(fields, prompt)
-            if prompt is not None and kind == "none":
+            key = opts.prefix_key if prompt is not None and kind == "none" else None
+            if prompt is not None and kind == "none" and not self._load_kept(key, *prompt):
                 self._load_prefix(*prompt)
             drafter = self._drafter(kind, opts.draft_text)
             self.llm.draft_model = drafter
@@ -261,6 +303,7 @@ class LlamaCppBackend:
                 self.llm.spec_window = 1
             wall = time.perf_counter() - began
             log = list(self.llm.eval_log)
+            self._keep(key)
         usage = out.get("usage") or {}
         choice = out["choices"][0]
         prefill_s = log[0][1] if log else 0.0
