@@ -43,7 +43,8 @@ class GenerationOptions:
     ``prefix_key`` names calls whose prompts tend to begin alike (the miss path passes the request's
     group: a template's boilerplate). A backend that keeps KV states keeps the last such call's, and
     the next call with the key prefills only what its prompt does not share with it; others ignore
-    it. Only the prefill changes, not what is generated.
+    it. Only the prefill changes; the output is the same greedy decoding, though not always the
+    same text (llama.cpp's batched evaluation is not bit-identical across batch shapes).
     """
 
     max_tokens: int = 512
