@@ -149,6 +149,18 @@ def test_a_call_under_a_prefix_key_prefills_only_what_it_does_not_share_with_the
     small_model.forget_request()
 
 
+def test_kept_states_stay_within_their_byte_budget(small_model, monkeypatch):
+    from minicache.models import llamacpp
+
+    messages = [Message("system", EXTRACT_SYSTEM), Message("user", "Tom has 3 apples and buys 4 more.")]
+    small_model.complete(messages, GenerationOptions(max_tokens=4, prefix_key="fits"))
+    assert "fits" in small_model._kept
+    monkeypatch.setattr(llamacpp, "KEPT_BYTES", len(small_model._kept["fits"][1]) + 1)
+    small_model.complete(messages, GenerationOptions(max_tokens=4, prefix_key="second"))
+    assert list(small_model._kept)[-1:] == ["second"] and "fits" not in small_model._kept
+    small_model.forget_request()
+
+
 def test_both_models_and_the_embedder_compute_one_at_a_time(small_model, target_model):
     from minicache.embedding import shared_embedder
     from minicache.models.base import CPU_LOCK

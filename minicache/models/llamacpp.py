@@ -6,8 +6,7 @@ process-wide :data:`~minicache.models.compute.CPU_LOCK`: concurrent callers queu
 corrupting a KV cache or thrashing the CPU. Requests go first: a background call (a build, an
 audit) steps aside between forward passes when one waits, its state saved and restored.
 Greedy decoding is the default; JSON-schema output is enforced by a grammar; the KV cache of the
-previous call is reused for the longest common prompt prefix (llama-cpp-python does this when the
-same context is used again), which makes a fixed template prefix nearly free on the second call.
+previous call is reused for the longest common prompt prefix (as llama-cpp-python does).
 
 Two things make the small model's extraction cheap on a CPU:
 
@@ -44,7 +43,10 @@ from .llama_setup import default_threads, fix_schema_patterns, import_llama, mak
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
 KEPT_STATES = 32  # prefix_key states kept per model (about 28 KB per token for the 1.5B: 8 MB a miss)
-KEPT_MIN_GAIN = 8  # tokens beyond the system prefix a kept state must save to be restored
+KEPT_BYTES = 512 << 20  # ... and at most this much of them (a long context's state is 100 MB)
+# A kept state is restored only if it saves this many tokens past the system prefix: it is not
+# bit-identical to fresh prefill (svamp-v18: 44 restores of 8-25 tokens, one program turned wrong).
+KEPT_MIN_GAIN = 32
 
 
 class LlamaCppBackend:
@@ -174,8 +176,7 @@ class LlamaCppBackend:
     def _load_kept(self, key: str | None, tokens: list[int], prefix: int) -> bool:
         """Start the KV cache with what ``tokens`` share with the last call under ``key``: its state
         restored and cut back to the shared tokens (a position's keys and values depend only on the
-        tokens up to it). False, touching nothing, where that would not save ``KEPT_MIN_GAIN`` tokens
-        beyond the system prefix and what the cache already holds."""
+        tokens up to it). False, touching nothing, where that saves under ``KEPT_MIN_GAIN`` tokens."""
         if key is None or key not in self._kept:
             return False
         ids, state = self._kept[key]
@@ -201,8 +202,8 @@ class LlamaCppBackend:
         if state:
             self._kept[key] = (self.llm.input_ids[:self.llm.n_tokens].tolist(), state)
             self._kept.move_to_end(key)
-            while len(self._kept) > KEPT_STATES:
-                self._kept.popitem(last=False)
+            while len(self._kept) > KEPT_STATES or sum(len(v[1]) for v in self._kept.values()) > KEPT_BYTES:
+                self._kept.popitem(last=False)  # the newest alone may exceed KEPT_BYTES: then it goes too
 
     def _seq_state(self, llm: Any) -> bytes:
         """The KV cache of sequence 0 (what generation uses), as bytes; empty if llama.cpp wrote none."""
