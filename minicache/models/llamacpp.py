@@ -141,13 +141,24 @@ class LlamaCppBackend:
                 prefix = len(system)
         return tokens, prefix
 
-    def _common_prefix(self, tokens: list[int]) -> int:
-        n = 0
-        for a, b in zip(self.llm.input_ids[:self.llm.n_tokens].tolist(), tokens, strict=False):  # stops at the shorter
-            if a != b:
-                break
-            n += 1
-        return n
+    def _common_prefix(self, tokens: list[int], ids: Any = None) -> int:
+        """How many of ``tokens`` begin ``ids`` (default: what the KV cache holds)."""
+        held = self.llm.input_ids[:self.llm.n_tokens].tolist() if ids is None else ids
+        pairs = enumerate(zip(held, tokens, strict=False))  # stops at the shorter
+        return next((i for i, (a, b) in pairs if a != b), min(len(held), len(tokens)))
+
+    def _set_cache(self, state: bytes, ids: Any, n: int) -> bool:
+        """Load a saved ``state`` whose tokens are ``ids`` and keep its first ``n`` of them (a
+        position's keys and values depend only on the tokens up to it); False, with an empty cache,
+        if llama.cpp refused the state."""
+        self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
+        if not self._set_seq_state(self.llm, state):
+            self.llm.n_tokens = 0
+            return False
+        self.llm._ctx.kv_cache_seq_rm(0, n, -1)
+        self.llm.input_ids[:n] = ids[:n]
+        self.llm.n_tokens = n
+        return True
 
     def _load_prefix(self, tokens: list[int], prefix: int) -> None:
         """Make the KV cache start with the prompt's system prefix, restoring it from a saved state
@@ -157,13 +168,8 @@ class LlamaCppBackend:
         key = tuple(tokens[:prefix])
         state = self._states.get(key)
         if state is not None:
-            self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
-            if not self._set_seq_state(self.llm, state):
-                self.llm.n_tokens = 0
-                return
-            self.llm.input_ids[:prefix] = key
-            self.llm.n_tokens = prefix
-            self._states.move_to_end(key)
+            if self._set_cache(state, key, prefix):
+                self._states.move_to_end(key)
             return
         self.llm.n_tokens = self._common_prefix(tokens)
         self.llm.eval(tokens[self.llm.n_tokens:prefix])
@@ -174,23 +180,15 @@ class LlamaCppBackend:
                 self._states.popitem(last=False)
 
     def _load_kept(self, key: str | None, tokens: list[int], prefix: int) -> bool:
-        """Start the KV cache with what ``tokens`` share with the last call under ``key``: its state
-        restored and cut back to the shared tokens (a position's keys and values depend only on the
-        tokens up to it). False, touching nothing, where that saves under ``KEPT_MIN_GAIN`` tokens."""
+        """Start the KV cache with what ``tokens`` share with the last call under ``key``, its state
+        restored and cut back to the shared tokens. False where that saves under ``KEPT_MIN_GAIN``
+        tokens (the cache untouched) or the state does not load (the cache emptied)."""
         if key is None or key not in self._kept:
             return False
         ids, state = self._kept[key]
-        n = next((i for i, (a, b) in enumerate(zip(ids, tokens, strict=False)) if a != b), min(len(ids), len(tokens)))
-        n = min(n, len(tokens) - 1)  # generation needs one prompt token of its own to evaluate
-        if n < max(prefix, self._common_prefix(tokens)) + KEPT_MIN_GAIN:
+        n = min(self._common_prefix(tokens, ids), len(tokens) - 1)  # generation needs a token of its own
+        if n < max(prefix, self._common_prefix(tokens)) + KEPT_MIN_GAIN or not self._set_cache(state, ids, n):
             return False
-        self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
-        if not self._set_seq_state(self.llm, state):
-            self.llm.n_tokens = 0
-            return False
-        self.llm._ctx.kv_cache_seq_rm(0, n, -1)
-        self.llm.input_ids[:n] = ids[:n]
-        self.llm.n_tokens = n
         self._kept.move_to_end(key)
         return True
 
