@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .errors import AnswerError
+from minicache.errors import AnswerError
 
 # "hit" | "miss" | "fallback" come from the program cache; the "step-*" routes from StepCache.
 Route = Literal["hit", "miss", "fallback", "step-reuse", "step-patch", "step-skip"]
@@ -33,9 +33,9 @@ class SolveResult:
     # whose KV state was already there (a system prompt, a group's kept boilerplate) and not prefilled.
     tokens: dict[str, int] = field(default_factory=lambda: {"target": 0, "small": 0})
     similarity: float = 0.0
-    extraction: str | None = None  # how a hit's values were found (minicache.extraction.Method)
+    extraction: str | None = None  # how a hit's values were found (minicache.hit.extraction.Method)
     # The variables whose values the entry's learned rules read and gave the small model, which
-    # chose the rest (minicache.hit.HitVerifier.pinned); empty where no model chose.
+    # chose the rest (minicache.hit.verify.HitVerifier.pinned); empty where no model chose.
     pinned: list[str] = field(default_factory=list)
     fallback_reason: str | None = None
     answer_text: str = ""
@@ -56,7 +56,9 @@ class SolveResult:
 
 _DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)
 _WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4}
-MAX_DECIMALS = 100  # a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
+MAX_DECIMALS = (
+    100  # a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
+)
 
 
 def requested_decimals(question: str) -> int | None:
@@ -82,7 +84,9 @@ def format_answer(value: Any, question: str) -> str:
 
 
 def _is_word_list(value: Any) -> bool:
-    return isinstance(value, list) and 0 < len(value) <= 50 and all(isinstance(v, str) for v in value)
+    return (
+        isinstance(value, list) and 0 < len(value) <= 50 and all(isinstance(v, str) for v in value)
+    )
 
 
 def check_answer(value: Any) -> Any:
@@ -92,7 +96,10 @@ def check_answer(value: Any) -> Any:
         if not 0 < len(value) <= 20 or len(json.dumps(value)) > 2000:
             raise AnswerError("program returned an object that is empty or too large")
         # A list of words as one of its values ("keywords": ["red", "shoes"]) is read as one text.
-        return {str(k): check_answer(" ".join(map(str, v)) if _is_word_list(v) else v) for k, v in value.items()}
+        return {
+            str(k): check_answer(" ".join(map(str, v)) if _is_word_list(v) else v)
+            for k, v in value.items()
+        }
     if isinstance(value, bool) or value is None:
         raise AnswerError(f"program returned {value!r}, not a number")
     if isinstance(value, (int, float)):

@@ -2,8 +2,8 @@
 
 Reading order: :meth:`MiniCache.solve` validates a request and picks the cache; :meth:`MiniCache._serve`
 is the program cache's whole pipeline. The stages live in their own modules: routing
-(:mod:`minicache.routing`), the hit (:mod:`minicache.hit_path`, with the checks of :mod:`minicache.hit`),
-the miss (:mod:`minicache.miss`) and the build (:mod:`minicache.build`); answers are checked and
+(:mod:`minicache.route.router`), the hit (:mod:`minicache.hit.path`, with the checks of :mod:`minicache.hit.verify`),
+the miss (:mod:`minicache.miss.path`) and the build (:mod:`minicache.build.builder`); answers are checked and
 written by :mod:`minicache.answers`, exports read by :mod:`minicache.portability`. Generated code
 only ever runs in the sandbox's worker processes.
 """
@@ -17,41 +17,71 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
-from . import portability
-from .admission import Admission, observed_route, request_cost
-from .answers import MAX_DECIMALS, Route, SolveResult, check_answer, format_answer, requested_decimals
-from .build import Builder
-from .build_queue import BuildQueue
-from .engine_config import EngineConfig
-from .errors import ExtractionError, HitRefused, InvalidRequest, ProgramError, SolveError
-from .events import EventLog
-from .extraction import Extractor
-from .hit import HitVerifier, demoted
-from .hit_path import HitPath
-from .miss import MissPath
-from .models.base import ModelBackend
-from .models.compute import CPU_LOCK, mark_background_thread, thread_waited_s
-from .request import shared_prefix, validate_request
-from .routing import Embedder, LazyMiniLM, Router, route_embedder
-from .sandbox import SandboxPool
-from .stepcache import StepCache, StepOutcome
-from .stepcache import parse as parse_step_task
-from .store import Store, new_id, open_store
+from minicache import portability
+from minicache.answers import (
+    MAX_DECIMALS,
+    Route,
+    SolveResult,
+    check_answer,
+    format_answer,
+    requested_decimals,
+)
+from minicache.build.admission import Admission, observed_route, request_cost
+from minicache.build.builder import Builder
+from minicache.build.queue import BuildQueue
+from minicache.config.engine import EngineConfig
+from minicache.errors import ExtractionError, HitRefused, InvalidRequest, ProgramError, SolveError
+from minicache.events import EventLog
+from minicache.hit.extraction import Extractor
+from minicache.hit.path import HitPath
+from minicache.hit.verify import HitVerifier, demoted
+from minicache.miss.path import MissPath
+from minicache.models.base import ModelBackend
+from minicache.models.compute import CPU_LOCK, mark_background_thread, thread_waited_s
+from minicache.request import shared_prefix, validate_request
+from minicache.route.router import Embedder, LazyMiniLM, Router, route_embedder
+from minicache.sandbox import SandboxPool
+from minicache.stepcache import StepCache, StepOutcome
+from minicache.stepcache import parse as parse_step_task
+from minicache.store import Store, new_id, open_store
 
 # What ``from minicache.engine import ...`` has always offered; each now lives with its stage.
-__all__ = ["MiniCache", "EngineConfig", "SolveResult", "SolveError", "InvalidRequest", "format_answer",
-           "check_answer", "requested_decimals", "MAX_DECIMALS", "shared_prefix"]
+__all__ = [
+    "MiniCache",
+    "EngineConfig",
+    "SolveResult",
+    "SolveError",
+    "InvalidRequest",
+    "format_answer",
+    "check_answer",
+    "requested_decimals",
+    "MAX_DECIMALS",
+    "shared_prefix",
+]
 
-_ROUTE_COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks",
-                   "step-reuse": "step_reuse", "step-patch": "step_patch", "step-skip": "step_skip"}
+_ROUTE_COUNTERS = {
+    "hit": "hits",
+    "miss": "misses",
+    "fallback": "fallbacks",
+    "step-reuse": "step_reuse",
+    "step-patch": "step_patch",
+    "step-skip": "step_skip",
+}
 
 
 class MiniCache:
     """Parameterized program cache in front of a target model, with a small model for extraction."""
 
-    def __init__(self, target: ModelBackend, small: ModelBackend, store: Store | str | None = None, *,
-                 embedder: Embedder | None = None, sandbox: SandboxPool | None = None,
-                 config: EngineConfig | None = None) -> None:
+    def __init__(
+        self,
+        target: ModelBackend,
+        small: ModelBackend,
+        store: Store | str | None = None,
+        *,
+        embedder: Embedder | None = None,
+        sandbox: SandboxPool | None = None,
+        config: EngineConfig | None = None,
+    ) -> None:
         self.target = target
         self.small = small
         self.store = open_store(store)
@@ -61,12 +91,19 @@ class MiniCache:
         steps_embedder: Embedder = embedder if embedder is not None else LazyMiniLM()
         if embedder is None:
             embedder = route_embedder(self.config.route_embedder)
-        self.router = Router(self.store, embedder, self.config.route_threshold,
-                             refresh_s=self.config.route_refresh_s, per_group=self.config.route_per_group,
-                             exact_rows=self.config.route_exact_rows)
+        self.router = Router(
+            self.store,
+            embedder,
+            self.config.route_threshold,
+            refresh_s=self.config.route_refresh_s,
+            per_group=self.config.route_per_group,
+            exact_rows=self.config.route_exact_rows,
+        )
         self.sandbox = sandbox or SandboxPool()
         self._own_sandbox = sandbox is None
-        self.extractor = Extractor(small, use_rules=self.config.use_rules, use_choice=self.config.use_choice)
+        self.extractor = Extractor(
+            small, use_rules=self.config.use_rules, use_choice=self.config.use_choice
+        )
         self.verifier = HitVerifier(self.extractor, self.config.verify)
         # Build, audit and eviction events for progress displays and the dashboard; bounded.
         self.events = EventLog(self.config.max_events)
@@ -74,31 +111,59 @@ class MiniCache:
         # Background workers, behind requests on the compute lock: one runs builds, one at a time; the
         # other audits, so that a new entry's probation is not queued behind builds of other groups
         # (minutes each on a small CPU, while every request of the entry's group paid for a miss).
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-build",
-                                          initializer=mark_background_thread)
-        self._auditor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minicache-audit",
-                                           initializer=mark_background_thread)
+        self._worker = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="minicache-build", initializer=mark_background_thread
+        )
+        self._auditor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="minicache-audit", initializer=mark_background_thread
+        )
         self.miss = MissPath(target, self.sandbox, self.store, self.router, self.config)
         owner = new_id("replica")  # this engine's name in build leases
-        self.hits = HitPath(self.store, self.sandbox, self.verifier, self.miss, self.events, self.config,
-                            self._auditor.submit, owner=owner, miss_cost=self.admission.miss_cost)
-        self.builder = Builder(target, self.sandbox, self.store, self.extractor, self.events, self.admission,
-                               self.config, owner=owner)
+        self.hits = HitPath(
+            self.store,
+            self.sandbox,
+            self.verifier,
+            self.miss,
+            self.events,
+            self.config,
+            self._auditor.submit,
+            owner=owner,
+            miss_cost=self.admission.miss_cost,
+        )
+        self.builder = Builder(
+            target,
+            self.sandbox,
+            self.store,
+            self.extractor,
+            self.events,
+            self.admission,
+            self.config,
+            owner=owner,
+        )
         self.builds = BuildQueue(self.builder, self._worker, self.config)
         self.steps = StepCache(target, self.store, steps_embedder, self.config.step)
 
     @classmethod
     def local(cls, store: Store | str | None = "minicache.db", **kwargs: Any) -> MiniCache:
         """The embedded default models (see `minicache models`) with a SQLite store."""
-        from .config import build_backends
+        from minicache.config.models import build_backends
 
         target, small = build_backends()
         return cls(target, small, store, **kwargs)
 
     # ------------------------------------------------------------------------------------------
-    def solve(self, question: Any, context: Any = None, group: str | None = None, tenant: str = "default", *,
-              no_cache: bool = False, no_store: bool = False, force_refresh: bool = False,
-              mode: str = "auto") -> SolveResult:
+    def solve(
+        self,
+        question: Any,
+        context: Any = None,
+        group: str | None = None,
+        tenant: str = "default",
+        *,
+        no_cache: bool = False,
+        no_store: bool = False,
+        force_refresh: bool = False,
+        mode: str = "auto",
+    ) -> SolveResult:
         """Answer one request. ``no_cache`` skips the lookup, ``no_store`` records nothing,
         ``force_refresh`` recomputes with the target (and records the result).
 
@@ -106,23 +171,43 @@ class MiniCache:
         structured outputs it can verify) or ``"auto"``: StepCache for a request without context that
         it recognises (a linear equation to solve in steps, a JSON object with typed keys), else programs."""
         began, waited = time.perf_counter(), thread_waited_s()
-        question, context, mode = validate_request(question, context, group, tenant, mode,
-                                                   max_question_chars=self.config.max_question_chars,
-                                                   max_context_chars=self.config.max_context_chars)
+        question, context, mode = validate_request(
+            question,
+            context,
+            group,
+            tenant,
+            mode,
+            max_question_chars=self.config.max_question_chars,
+            max_context_chars=self.config.max_context_chars,
+        )
         step_request = None
         if mode == "step" or (mode == "auto" and context is None):
             step_request = parse_step_task(question)
             if step_request is None and mode == "step":
-                raise InvalidRequest("mode=step needs a request StepCache can verify: 'solve <one linear equation>' "
-                                     "or a JSON object with typed required keys "
-                                     "(\"key\" (string|number|integer|boolean))")
+                raise InvalidRequest(
+                    "mode=step needs a request StepCache can verify: 'solve <one linear equation>' "
+                    "or a JSON object with typed required keys "
+                    '("key" (string|number|integer|boolean))'
+                )
         try:
             if step_request is not None:
-                result = self._solve_steps(question, step_request, tenant, no_store=no_store,
-                                           reuse=not (no_cache or force_refresh))
+                result = self._solve_steps(
+                    question,
+                    step_request,
+                    tenant,
+                    no_store=no_store,
+                    reuse=not (no_cache or force_refresh),
+                )
             else:
-                result = self._serve(question, context, group, tenant, no_cache=no_cache, no_store=no_store,
-                                     force_refresh=force_refresh)
+                result = self._serve(
+                    question,
+                    context,
+                    group,
+                    tenant,
+                    no_cache=no_cache,
+                    no_store=no_store,
+                    force_refresh=force_refresh,
+                )
         except BaseException:
             if not no_store:
                 self.store.bump(tenant, "requests")
@@ -136,16 +221,32 @@ class MiniCache:
             self.store.bump(tenant, _ROUTE_COUNTERS[result.route])
             if result.tokens["target"]:
                 self.store.bump(tenant, "target_tokens", result.tokens["target"])
-            if result.route in ("hit", "miss", "fallback"):  # its cost without any build it triggered
-                self.admission.observe_request(tenant, result.group,
-                                               observed_route(result.route, result.fallback_reason) or result.route,
-                                               request_cost(result.timings))
+            if result.route in (
+                "hit",
+                "miss",
+                "fallback",
+            ):  # its cost without any build it triggered
+                self.admission.observe_request(
+                    tenant,
+                    result.group,
+                    observed_route(result.route, result.fallback_reason) or result.route,
+                    request_cost(result.timings),
+                )
         result.timings["total_s"] = time.perf_counter() - began
         result.lock_wait_s = thread_waited_s() - waited
         return result
 
-    def _serve(self, question: str, context: str | None, group: str | None, tenant: str, *, no_cache: bool,
-               no_store: bool, force_refresh: bool) -> SolveResult:
+    def _serve(
+        self,
+        question: str,
+        context: str | None,
+        group: str | None,
+        tenant: str,
+        *,
+        no_cache: bool,
+        no_store: bool,
+        force_refresh: bool,
+    ) -> SolveResult:
         """Route, then hit if the group has an entry and it works, else miss (a fallback if a hit
         failed); a recorded miss may start the group's build."""
         timings: dict[str, float] = {}
@@ -159,20 +260,35 @@ class MiniCache:
             entry = self.store.active_entry(tenant, decision.group_id)
             if entry is not None:
                 try:
-                    result = self.hits.serve(entry, question, context, timings, tenant, record=not no_store)
+                    result = self.hits.serve(
+                        entry, question, context, timings, tenant, record=not no_store
+                    )
                     result.similarity = decision.similarity
                     return result
-                except HitRefused as exc:  # the hit could not be shown right: not the entry's failure
+                except (
+                    HitRefused
+                ) as exc:  # the hit could not be shown right: not the entry's failure
                     refused, fallback_reason = exc, f"HitRefused: {exc}"
                     if not no_store:
                         self.store.bump(tenant, "hit_refusals")
                 except (ExtractionError, ProgramError) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
-                    if not no_store and getattr(exc, "kind", "") != "busy":  # a full pool is not the entry's fault
+                    if (
+                        not no_store and getattr(exc, "kind", "") != "busy"
+                    ):  # a full pool is not the entry's fault
                         self.hits.count_failure(tenant, entry, question, fallback_reason)
         try:
-            result = self.miss.solve(decision.group_id, question, context, timings, tenant, record=not no_store,
-                                     new_group=decision.new_group, label=group, embedding=decision.embedding)
+            result = self.miss.solve(
+                decision.group_id,
+                question,
+                context,
+                timings,
+                tenant,
+                record=not no_store,
+                new_group=decision.new_group,
+                label=group,
+                embedding=decision.embedding,
+            )
         except SolveError as exc:
             exc.fallback_reason = fallback_reason  # what the hit attempt before it ended in
             raise
@@ -182,20 +298,35 @@ class MiniCache:
         if fallback_reason:
             result.route, result.fallback_reason = "fallback", fallback_reason
         if refused is not None and entry is not None and not no_store:
-            if refused.shadow:  # a demoted entry's would-be hit, checked against this miss answer, is its way back
+            if (
+                refused.shadow
+            ):  # a demoted entry's would-be hit, checked against this miss answer, is its way back
                 self.hits.schedule_audit(tenant, entry, question, context, reference=result.answer)
-            else:  # a check this miss answer shows wrong is revised (minicache.refusals)
+            else:  # a check this miss answer shows wrong is revised (minicache.hit.refusals)
                 self.hits.schedule_review(tenant, entry, refused, result.answer)
         return result
 
-    def _solve_steps(self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool) -> SolveResult:
-        out: StepOutcome = self.steps.solve(question, tenant, record=not no_store, reuse=reuse, request=request)
+    def _solve_steps(
+        self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool
+    ) -> SolveResult:
+        out: StepOutcome = self.steps.solve(
+            question, tenant, record=not no_store, reuse=reuse, request=request
+        )
         # StepCache.solve answers step-reuse | step-patch | step-skip ("full" is only check_or_fallback's).
-        return SolveResult(answer=out.answer, route=cast(Route, out.route), group=f"step:{out.task}",
-                           timings=dict(out.timings),
-                           tokens={"target": out.tokens, "small": 0}, fallback_reason=out.reason or None,
-                           answer_text=out.output, output=out.output, steps=out.steps, verified=out.verified,
-                           solver_fallback=out.solver_fallback, reused_from=out.reused_from)
+        return SolveResult(
+            answer=out.answer,
+            route=cast(Route, out.route),
+            group=f"step:{out.task}",
+            timings=dict(out.timings),
+            tokens={"target": out.tokens, "small": 0},
+            fallback_reason=out.reason or None,
+            answer_text=out.output,
+            output=out.output,
+            steps=out.steps,
+            verified=out.verified,
+            solver_fallback=out.solver_fallback,
+            reused_from=out.reused_from,
+        )
 
     async def asolve(self, *args: Any, **kwargs: Any) -> SolveResult:
         """``solve`` off the event loop (models, sandbox and store all block)."""
@@ -224,10 +355,14 @@ class MiniCache:
         groups = self.store.list_groups(tenant)
         requests = counters.get("requests", 0)
         return {
-            "requests": requests, "hits": counters.get("hits", 0), "misses": counters.get("misses", 0),
-            "fallbacks": counters.get("fallbacks", 0), "errors": counters.get("errors", 0),
+            "requests": requests,
+            "hits": counters.get("hits", 0),
+            "misses": counters.get("misses", 0),
+            "fallbacks": counters.get("fallbacks", 0),
+            "errors": counters.get("errors", 0),
             "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
-            "builds_ok": counters.get("builds_ok", 0), "builds_failed": counters.get("builds_failed", 0),
+            "builds_ok": counters.get("builds_ok", 0),
+            "builds_failed": counters.get("builds_failed", 0),
             # the target's generalizations in builds (admission prices them from these: docs/hits.md, section 5)
             "generalizations": counters.get("generalizations", 0),
             "generalizations_ok": counters.get("generalizations_ok", 0),
@@ -237,22 +372,32 @@ class MiniCache:
             "model_check_builds": counters.get("model_check_builds", 0),
             "model_check_s": counters.get("model_check_ms", 0) / 1000,
             "evictions": counters.get("evictions", 0),
-            "hit_refusals": counters.get("hit_refusals", 0), "audits": counters.get("audits", 0),
+            "hit_refusals": counters.get("hit_refusals", 0),
+            "audits": counters.get("audits", 0),
             "audits_disagreed": counters.get("audits_disagreed", 0),
-            "probations": counters.get("probations", 0), "probations_failed": counters.get("probations_failed", 0),
+            "probations": counters.get("probations", 0),
+            "probations_failed": counters.get("probations_failed", 0),
             "refusals_overturned": counters.get("refusals_overturned", 0),
-            "entries_demoted": sum(e.status == "active" and demoted(e, self.config.audit_delta, self.config.audit_z)
-                                   for e in entries),
-            "step_reuse": counters.get("step_reuse", 0), "step_patch": counters.get("step_patch", 0),
+            "entries_demoted": sum(
+                e.status == "active" and demoted(e, self.config.audit_delta, self.config.audit_z)
+                for e in entries
+            ),
+            "step_reuse": counters.get("step_reuse", 0),
+            "step_patch": counters.get("step_patch", 0),
             "step_skip": counters.get("step_skip", 0),
-            "target_tokens": counters.get("target_tokens", 0), "small_tokens": counters.get("small_tokens", 0),
-            "groups": len(groups), "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),
-            "entries_active": sum(e.status == "active" for e in entries), "entries_total": len(entries),
+            "target_tokens": counters.get("target_tokens", 0),
+            "small_tokens": counters.get("small_tokens", 0),
+            "groups": len(groups),
+            "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),
+            "entries_active": sum(e.status == "active" for e in entries),
+            "entries_total": len(entries),
             "sandbox": dict(self.sandbox.stats),
             "background_yields": CPU_LOCK.yields,  # this process's builds and audits stepping aside for requests
         }
 
-    def invalidate(self, *, group: str | None = None, entry: str | None = None, tenant: str = "default") -> int:
+    def invalidate(
+        self, *, group: str | None = None, entry: str | None = None, tenant: str = "default"
+    ) -> int:
         """Evict one active entry; or, for a group (label or group id), evict its active entries and
         forget its examples, so the next requests start it afresh instead of rebuilding the same
         program. Returns how many active entries were evicted."""
@@ -283,13 +428,23 @@ class MiniCache:
         """Import an export (parsed JSON): the whole document is validated first
         (:class:`~minicache.portability.EntryExport`; :class:`InvalidRequest` names the first
         problem), then written in one transaction. Returns how many entries were imported."""
-        return portability.import_entries(self.store, portability.parse_export(data), tenant,
-                                          lambda: self.router.embedder, self.router.recorded)
+        return portability.import_entries(
+            self.store,
+            portability.parse_export(data),
+            tenant,
+            lambda: self.router.embedder,
+            self.router.recorded,
+        )
 
     def warm_start(self, path: str | Path, tenant: str = "default") -> int:
         """Import an export file, as :meth:`import_entries` (unreadable files are InvalidRequest too)."""
-        return portability.import_entries(self.store, portability.load_export(path), tenant,
-                                          lambda: self.router.embedder, self.router.recorded)
+        return portability.import_entries(
+            self.store,
+            portability.load_export(path),
+            tenant,
+            lambda: self.router.embedder,
+            self.router.recorded,
+        )
 
     def close(self) -> None:
         self._worker.shutdown(wait=True)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # for a type hint only: errors.py imports nothing of MiniCache at run time
-    from .models.smoke import SmokeResult
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 
 class MiniCacheError(Exception):
@@ -74,12 +72,19 @@ class HitRefused(ExtractionError):
     ``"model"``, or ``"hit"`` for the values it would have served), ``variable`` the one a value
     or context check refused, ``cues`` the word stems around the value a context check refused, and
     ``answer`` the answer an answer check refused: with the miss answer they show whether the
-    refusal was founded (:mod:`minicache.refusals`). ``model_s``: the seconds of the extraction when
-    the small model had chosen the refused values, else None (:mod:`minicache.model_record`)."""
+    refusal was founded (:mod:`minicache.hit.refusals`). ``model_s``: the seconds of the extraction when
+    the small model had chosen the refused values, else None (:mod:`minicache.hit.model_record`)."""
 
-    def __init__(self, check: str, reason: str, *, shadow: bool = False,
-                 readings: dict[str, dict[str, Any]] | None = None, variable: str | None = None,
-                 cues: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        check: str,
+        reason: str,
+        *,
+        shadow: bool = False,
+        readings: dict[str, dict[str, Any]] | None = None,
+        variable: str | None = None,
+        cues: list[str] | None = None,
+    ) -> None:
         super().__init__(f"{check}: {reason}")
         self.check, self.reason, self.shadow = check, reason, shadow
         self.readings, self.variable, self.cues = readings, variable, cues
@@ -101,7 +106,9 @@ class SandboxError(ProgramError):
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable" | "busy"
+        self.kind = (
+            kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable" | "busy"
+        )
 
 
 class SandboxUnavailable(SandboxError):
@@ -131,10 +138,23 @@ class StepParseError(MiniCacheError, ValueError):
     """Text is not a linear expression in the unknown (``stepcache.linear.ParseError``; a ValueError too)."""
 
 
+class SmokeReport(Protocol):
+    """What :class:`SmokeCheckError` carries per model (``minicache.models.smoke.SmokeResult`` is one).
+
+    Named by its shape so that this module, which every other imports, imports none of them."""
+
+    ok: bool
+    seconds: float
+    model: str
+    error: str
+
+    def as_dict(self) -> dict[str, object]: ...
+
+
 class SmokeCheckError(MiniCacheError):
     """The llama.cpp build could not load a model and decode one token on this machine."""
 
-    def __init__(self, message: str, results: dict[str, SmokeResult]) -> None:
+    def __init__(self, message: str, results: Mapping[str, SmokeReport]) -> None:
         super().__init__(message)
         self.results = results
 

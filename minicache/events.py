@@ -48,7 +48,9 @@ class EventLog:
             return [kept[i - first] for i in range(start, stop, step) if i >= first]
         position = index + self._total if index < 0 else index
         if not first <= position < self._total:
-            raise IndexError("event no longer kept" if 0 <= position < first else "event index out of range")
+            raise IndexError(
+                "event no longer kept" if 0 <= position < first else "event index out of range"
+            )
         return kept[position - first]
 
     def __iter__(self):

@@ -42,15 +42,23 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import InvalidRequest
-from .routing import Embedder, embed_request
-from .rules import valid_rule
-from .sandbox import SandboxViolation, check_program
-from .store import Entry, Example, Store, Variable, new_id, program_hash
-from .synthesis import ProgramShapeError, parse_signature
+from minicache.errors import InvalidRequest
+from minicache.hit.rules import valid_rule
+from minicache.programs.signature import ProgramShapeError, parse_signature
+from minicache.route.router import Embedder, embed_request
+from minicache.sandbox import SandboxViolation, check_program
+from minicache.store import Entry, Example, Store, Variable, new_id, program_hash
 
-__all__ = ["EntryExport", "ExportedEntry", "ExportedExample", "ExportedVariable", "export_entries",
-           "import_entries", "load_export", "parse_export"]
+__all__ = [
+    "EntryExport",
+    "ExportedEntry",
+    "ExportedExample",
+    "ExportedVariable",
+    "export_entries",
+    "import_entries",
+    "load_export",
+    "parse_export",
+]
 
 INT32_MAX = 2**31 - 1  # counters and versions are INTEGER columns (int32 in PostgreSQL)
 MAX_ENTRIES = 10_000  # one import is one transaction: keep it bounded
@@ -154,7 +162,9 @@ class ExportedEntry(_Strict):
     model_ms: Annotated[StrictInt, Field(ge=0, le=2**63 - 1)] = 0  # a bigint column
     created_at: Annotated[StrictFloat, Field(ge=0)] | None = None
     updated_at: Annotated[StrictFloat, Field(ge=0)] | None = None
-    examples: Annotated[list[ExportedExample], Field(max_length=MAX_EXAMPLES)] = Field(default_factory=list)
+    examples: Annotated[list[ExportedExample], Field(max_length=MAX_EXAMPLES)] = Field(
+        default_factory=list
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -215,8 +225,10 @@ class EntryExport(RootModel[Annotated[list[ExportedEntry], Field(max_length=MAX_
                     raise ValueError(f"entry {i}: id {entry.id!r} repeats entry {ids[entry.id]}'s")
                 ids[entry.id] = i
             if entry.group_id in groups:
-                raise ValueError(f"entry {i}: group_id {entry.group_id!r} repeats entry {groups[entry.group_id]}'s "
-                                 "(one entry per group: the second would supersede the first)")
+                raise ValueError(
+                    f"entry {i}: group_id {entry.group_id!r} repeats entry {groups[entry.group_id]}'s "
+                    "(one entry per group: the second would supersede the first)"
+                )
             groups[entry.group_id] = i
         return self
 
@@ -259,22 +271,34 @@ def load_export(path: str | Path) -> list[ExportedEntry]:
         raise InvalidRequest(f"{path}: {exc}") from None
 
 
-def export_entries(store: Store, tenant: str = "default", examples: int = 3) -> list[dict[str, Any]]:
+def export_entries(
+    store: Store, tenant: str = "default", examples: int = 3
+) -> list[dict[str, Any]]:
     """The tenant's active entries as JSON, each with up to ``examples`` of its group's latest
     requests, which let an importing cache route unlabelled requests to it."""
     out = []
     for entry in store.list_entries(tenant, "active"):
         data = entry.to_json()
-        data["examples"] = [{"question": x.question, "context": x.context, "answer": x.answer,
-                             "variables": x.variables}
-                            for x in (store.examples(tenant, entry.group_id)[-examples:] if examples > 0 else [])]
+        data["examples"] = [
+            {
+                "question": x.question,
+                "context": x.context,
+                "answer": x.answer,
+                "variables": x.variables,
+            }
+            for x in (store.examples(tenant, entry.group_id)[-examples:] if examples > 0 else [])
+        ]
         out.append(data)
     return out
 
 
-def import_entries(store: Store, entries: list[ExportedEntry], tenant: str,
-                   embedder: Callable[[], Embedder] | None,
-                   recorded: Callable[[str, str, np.ndarray], None] | None = None) -> int:
+def import_entries(
+    store: Store,
+    entries: list[ExportedEntry],
+    tenant: str,
+    embedder: Callable[[], Embedder] | None,
+    recorded: Callable[[str, str, np.ndarray], None] | None = None,
+) -> int:
     """Write validated ``entries`` into ``tenant`` in one transaction; returns how many.
 
     Each becomes its group's active entry under a fresh id. Examples are embedded for routing by
@@ -283,9 +307,16 @@ def import_entries(store: Store, entries: list[ExportedEntry], tenant: str,
     group. Embedding happens before the transaction, so no lock is held while a model runs. After
     the commit, ``recorded(tenant, group_id, vector)`` is told of every embedded example (an
     engine's in-memory routing index, so that they route at once, not at its next refresh)."""
-    if not isinstance(tenant, str) or not tenant.strip() or len(tenant) > MAX_NAME or text_problem(tenant):
-        raise InvalidRequest(f"tenant must be a non-empty string of at most {MAX_NAME} characters, "
-                             "without NUL characters or lone surrogates")
+    if (
+        not isinstance(tenant, str)
+        or not tenant.strip()
+        or len(tenant) > MAX_NAME
+        or text_problem(tenant)
+    ):
+        raise InvalidRequest(
+            f"tenant must be a non-empty string of at most {MAX_NAME} characters, "
+            "without NUL characters or lone surrogates"
+        )
     model = embedder() if embedder is not None and any(item.examples for item in entries) else None
     rows: list[Entry] = []
     examples: list[Example] = []
@@ -293,17 +324,41 @@ def import_entries(store: Store, entries: list[ExportedEntry], tenant: str,
         validation = dict(item.validation)
         if item.id is not None:
             validation["imported_from"] = item.id
-        entry = Entry(id=new_id("ent"), tenant=tenant, group_id=item.group_id, program=item.program,
-                      template=[Variable(**v.model_dump()) for v in item.template], status="active",
-                      validation=validation, rules=dict(item.rules), hits=item.hits, failures=item.failures,
-                      audits_agreed=item.audits_agreed, audits_disagreed=item.audits_disagreed,
-                      model_served=item.model_served, model_refused=item.model_refused, model_ms=item.model_ms)
+        entry = Entry(
+            id=new_id("ent"),
+            tenant=tenant,
+            group_id=item.group_id,
+            program=item.program,
+            template=[Variable(**v.model_dump()) for v in item.template],
+            status="active",
+            validation=validation,
+            rules=dict(item.rules),
+            hits=item.hits,
+            failures=item.failures,
+            audits_agreed=item.audits_agreed,
+            audits_disagreed=item.audits_disagreed,
+            model_served=item.model_served,
+            model_refused=item.model_refused,
+            model_ms=item.model_ms,
+        )
         rows.append(entry)
         for x in item.examples:
-            vector: np.ndarray | None = embed_request(model, x.question) if model is not None else None
-            examples.append(Example(id=new_id("ex"), tenant=tenant, group_id=item.group_id, question=x.question,
-                                    context=x.context, program=item.program, answer=x.answer,
-                                    variables=dict(x.variables), embedding=vector))
+            vector: np.ndarray | None = (
+                embed_request(model, x.question) if model is not None else None
+            )
+            examples.append(
+                Example(
+                    id=new_id("ex"),
+                    tenant=tenant,
+                    group_id=item.group_id,
+                    question=x.question,
+                    context=x.context,
+                    program=item.program,
+                    answer=x.answer,
+                    variables=dict(x.variables),
+                    embedding=vector,
+                )
+            )
     store.import_entries(rows, examples)
     if recorded is not None:
         for example in examples:

@@ -12,8 +12,8 @@ import json
 import os
 from typing import Any, Literal
 
-from .answers import MAX_DECIMALS, requested_decimals
-from .errors import InvalidRequest
+from minicache.answers import MAX_DECIMALS, requested_decimals
+from minicache.errors import InvalidRequest
 
 Mode = Literal["auto", "program", "step"]
 
@@ -38,7 +38,9 @@ def validate_text(value: Any, what: str, limit: int, required: bool) -> str | No
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no store or response can hold it
-        raise InvalidRequest(f"{what} is not valid text (a lone surrogate at character {exc.start})") from None
+        raise InvalidRequest(
+            f"{what} is not valid text (a lone surrogate at character {exc.start})"
+        ) from None
     if required and not value.strip():
         raise InvalidRequest(f"{what} is empty")
     if len(value) > limit:
@@ -46,8 +48,16 @@ def validate_text(value: Any, what: str, limit: int, required: bool) -> str | No
     return value
 
 
-def validate_request(question: Any, context: Any, group: Any, tenant: Any, mode: Any, *,
-                     max_question_chars: int, max_context_chars: int) -> tuple[str, str | None, Mode]:
+def validate_request(
+    question: Any,
+    context: Any,
+    group: Any,
+    tenant: Any,
+    mode: Any,
+    *,
+    max_question_chars: int,
+    max_context_chars: int,
+) -> tuple[str, str | None, Mode]:
     """The request's question and context as text, and its mode; InvalidRequest names the first problem."""
     text = validate_text(question, "question", max_question_chars, True)
     assert text is not None  # required=True
@@ -64,7 +74,7 @@ def validate_request(question: Any, context: Any, group: Any, tenant: Any, mode:
     return text, context, mode
 
 
-CONTEXT_SEPARATOR = "\n\nContext:\n"  # between a request's question and its context (minicache.tables splits there)
+CONTEXT_SEPARATOR = "\n\nContext:\n"  # between a request's question and its context (minicache.hit.tables splits there)
 
 
 def request_text(question: str, context: str | None) -> str:
@@ -85,7 +95,7 @@ def shared_prefix(texts: list[str], minimum: int = PREFIX_MIN) -> str:
         return ""
     prefix = os.path.commonprefix(texts)
     cut = max(prefix.rfind(" "), prefix.rfind("\n"))
-    prefix = prefix[:cut + 1] if cut >= 0 else ""
+    prefix = prefix[: cut + 1] if cut >= 0 else ""
     return prefix if len(prefix) >= minimum else ""
 
 
@@ -107,7 +117,7 @@ def strip_prefix(text: str, prefix: str) -> str:
     if not prefix:
         return text
     if text.startswith(prefix):
-        return text[len(prefix):]
+        return text[len(prefix) :]
     i = j = 0
     word_end = 0  # where the last whole word both share ends in text (after its whitespace)
     shared = 0  # prefix characters matched up to word_end

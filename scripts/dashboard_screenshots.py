@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 
 from minicache.engine import MiniCache
-from minicache.mainjob import formula_stream
 from minicache.server import ServerConfig, create_app
 from minicache.server.testing import BackgroundServer
+from minicache_bench.mainjob import formula_stream
 
 TENANT_KEY, ADMIN_KEY, TENANT = "sk-demo-team-a-0001", "sk-demo-admin-0001", "team-a"
 
@@ -36,8 +36,14 @@ def browser(width: int = 1280):
     if driver_path is None:
         sys.exit("chromedriver not found: apt-get install chromium chromium-driver")
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={width},900", "--hide-scrollbars"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        f"--window-size={width},900",
+        "--hide-scrollbars",
+    ):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
 
@@ -64,11 +70,17 @@ def stream(http: httpx.Client, groups: int, per_group: int, max_s: float) -> Non
             print(f"  stopping after {i - 1} requests: --max-minutes reached", file=sys.stderr)
             break
         began = time.perf_counter()
-        r = http.post("/v1/solve", json={"question": req.question, "context": req.context},
-                      headers={"Authorization": f"Bearer {TENANT_KEY}"})
+        r = http.post(
+            "/v1/solve",
+            json={"question": req.question, "context": req.context},
+            headers={"Authorization": f"Bearer {TENANT_KEY}"},
+        )
         body = r.json()
         route = body.get("route") if r.status_code == 200 else f"HTTP {r.status_code}: {body}"
-        print(f"  {i:2d}/{len(requests)} {route} {time.perf_counter() - began:6.1f}s  {req.group}", file=sys.stderr)
+        print(
+            f"  {i:2d}/{len(requests)} {route} {time.perf_counter() - began:6.1f}s  {req.group}",
+            file=sys.stderr,
+        )
 
 
 def main() -> None:
@@ -77,20 +89,31 @@ def main() -> None:
     parser.add_argument("--per-group", type=int, default=4)
     parser.add_argument("--out", default="docs/dashboard")
     parser.add_argument("--store", help="SQLite path to keep (default: a temporary one)")
-    parser.add_argument("--max-minutes", type=float, default=120.0,
-                        help="start no request after this long, and wait for builds no longer than that")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        default=120.0,
+        help="start no request after this long, and wait for builds no longer than that",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    store = args.store or str(Path(tempfile.mkdtemp(prefix="minicache-dashboard-")) / "minicache.db")
+    store = args.store or str(
+        Path(tempfile.mkdtemp(prefix="minicache-dashboard-")) / "minicache.db"
+    )
 
     config = ServerConfig(api_keys={TENANT_KEY: TENANT}, admin_keys={ADMIN_KEY}, rate_per_s=0)
-    with MiniCache.local(store=store) as mc, BackgroundServer(create_app(mc, config)) as server, \
-            httpx.Client(base_url=server.url, timeout=3600) as http:
+    with (
+        MiniCache.local(store=store) as mc,
+        BackgroundServer(create_app(mc, config)) as server,
+        httpx.Client(base_url=server.url, timeout=3600) as http,
+    ):
         began = time.monotonic()
         stream(http, args.groups, args.per_group, args.max_minutes * 60)
         try:  # a build still running when time is up shows as "building"
-            mc.wait_for_builds(timeout=max(60.0, args.max_minutes * 60 - (time.monotonic() - began)))
+            mc.wait_for_builds(
+                timeout=max(60.0, args.max_minutes * 60 - (time.monotonic() - began))
+            )
         except TimeoutError:
             print("  a build is still running: the pages show it as building", file=sys.stderr)
         time.sleep(6)  # one more tick of the dashboard's sampler
@@ -112,8 +135,11 @@ def main() -> None:
         finally:
             driver.quit()
         stats = mc.stats(TENANT)
-        print(f"done: {stats['requests']} requests, {stats['hits']} hits, {stats['builds_ok']} builds ok, "
-              f"{stats['builds_failed']} failed; store {store}", file=sys.stderr)
+        print(
+            f"done: {stats['requests']} requests, {stats['hits']} hits, {stats['builds_ok']} builds ok, "
+            f"{stats['builds_failed']} failed; store {store}",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -78,7 +78,8 @@ WHEEL_DIR="${MINICACHE_WHEEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/minicache/whee
 
 stamp="$VENV/.minicache-installed"
 want_stamp="llama-cpp-python $LLAMA_VERSION $variant $build_key"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -nt "$stamp" ] \
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ benchmarks/pyproject.toml -nt "$stamp" ] \
+        || [ requirements.lock -nt "$stamp" ] \
         || [ "$(cat "$stamp")" != "$want_stamp" ]; then
     if [ ! -x "$VENV/bin/python" ]; then
         say "creating $VENV"
@@ -98,7 +99,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
         "$WHEEL_DIR"/llama_cpp_python-*.whl
     "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar on \
-        -c requirements.lock -e ".[server,test]"
+        -c requirements.lock -e ".[server,test]" -e benchmarks
     printf '%s\n' "$want_stamp" > "$stamp"
 fi
 

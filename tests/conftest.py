@@ -17,7 +17,9 @@ set_real_models_allowed(False)
 
 @pytest.fixture(autouse=True)
 def _model_guard(request):
-    allowed = any(request.node.get_closest_marker(m) for m in ("real_model", "allow_model_requests"))
+    allowed = any(
+        request.node.get_closest_marker(m) for m in ("real_model", "allow_model_requests")
+    )
     previous = set_real_models_allowed(allowed)
     yield
     set_real_models_allowed(previous)

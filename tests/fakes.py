@@ -92,7 +92,9 @@ class Domain:
     def plain_program(self, values: list[int | float]) -> str:
         """What a target writes for plain PoT: the request's values assigned at the top of solve()."""
         lines = ["def solve():"]
-        for (name, comment), value in zip(self.params, values, strict=False):  # a request may hold fewer numbers
+        for (name, comment), value in zip(
+            self.params, values, strict=False
+        ):  # a request may hold fewer numbers
             lines.append(f"    {name} = {value!r}  # {comment}")
         lines.append(f"    return {self.expression}")
         return "\n".join(lines) + "\n"
@@ -100,7 +102,9 @@ class Domain:
     def program(self, values: list[int | float]) -> str:
         """The parameterized program (what a build's generalization writes)."""
         lines = ["def solve("]
-        for (name, comment), value in zip(self.params, values, strict=False):  # a request may hold fewer numbers
+        for (name, comment), value in zip(
+            self.params, values, strict=False
+        ):  # a request may hold fewer numbers
             lines.append(f"    {name}={value!r},  # {comment}")
         lines.append("):")
         lines.append(f"    return {self.expression}")
@@ -115,7 +119,10 @@ CURRENT_RATIO = Domain(
     name="current_ratio",
     keyword="current ratio",
     wording="What is the current ratio if current assets are ${0} and current liabilities are ${1}?",
-    params=(("current_assets", "current assets, dollars"), ("current_liabilities", "current liabilities, dollars")),
+    params=(
+        ("current_assets", "current assets, dollars"),
+        ("current_liabilities", "current liabilities, dollars"),
+    ),
     expression="current_assets / current_liabilities",
     compute=lambda assets, liabilities: assets / liabilities,
 )
@@ -124,8 +131,11 @@ SIMPLE_INTEREST = Domain(
     name="simple_interest",
     keyword="simple interest",
     wording="A loan of ${0} accrues simple interest at {1}% per year for {2} years. How much interest is owed?",
-    params=(("principal", "loan principal, dollars"), ("rate_pct", "annual interest rate, percent as written"),
-            ("years", "loan term, years")),
+    params=(
+        ("principal", "loan principal, dollars"),
+        ("rate_pct", "annual interest rate, percent as written"),
+        ("years", "loan term, years"),
+    ),
     expression="principal * rate_pct / 100 * years",
     compute=lambda principal, rate, years: principal * rate / 100 * years,
 )
@@ -133,8 +143,18 @@ SIMPLE_INTEREST = Domain(
 DOMAINS = (CURRENT_RATIO, SIMPLE_INTEREST)
 
 # Value sets that give distinct answers (so a wrong extraction is always noticed).
-CR_VALUES = [(45000, 30000), (120000, 80000), (9000, 4000), (56000, 70000), (33000, 11000), (18000, 24000),
-             (75000, 25000), (64000, 16000), (21000, 14000), (99000, 33000)]
+CR_VALUES = [
+    (45000, 30000),
+    (120000, 80000),
+    (9000, 4000),
+    (56000, 70000),
+    (33000, 11000),
+    (18000, 24000),
+    (75000, 25000),
+    (64000, 16000),
+    (21000, 14000),
+    (99000, 33000),
+]
 SI_VALUES = [(12000, 5, 3), (8000, 4, 2), (15000, 6, 5), (2500, 3, 4), (40000, 7, 10), (6000, 2, 6)]
 
 
@@ -147,7 +167,7 @@ def domain_of(text: str) -> Domain | None:
 
 
 def request_of(messages: list[Message]) -> str:
-    """The request text in a miss-path prompt (see minicache.prompts.plain_pot_messages)."""
+    """The request text in a miss-path prompt (see minicache.miss.prompts.plain_pot_messages)."""
     body = messages[1].content
     if "Request:\n" not in body:
         raise AssertionError(f"not a miss-path prompt: {body[:200]!r}")
@@ -156,7 +176,7 @@ def request_of(messages: list[Message]) -> str:
 
 
 def first_build_request(messages: list[Message]) -> str:
-    """The first example's request in a build prompt (see minicache.synthesis.build_messages)."""
+    """The first example's request in a build prompt (see minicache.programs.signature.build_messages)."""
     m = re.search(r"Example 1:\nRequest: (.*)\n", messages[1].content)
     if not m:
         raise AssertionError("build prompt without examples")
@@ -203,7 +223,7 @@ class FakeTarget(FakeBackend):
         domain = domain_of(question)
         if domain is None:
             return "I don't know how to solve that."
-        values = numbers_in(question)[:len(domain.params)]
+        values = numbers_in(question)[: len(domain.params)]
         if self.mode == "broken" or (self.mode == "broken_once" and len(messages) == 2):
             return f"```python\n{BROKEN_PROGRAM}```"
         if self.mode == "constant":
@@ -222,7 +242,7 @@ class FakeTarget(FakeBackend):
         question = first_build_request(messages)
         domain = domain_of(question)
         assert domain is not None, question
-        program = domain.program(numbers_in(question)[:len(domain.params)])
+        program = domain.program(numbers_in(question)[: len(domain.params)])
         if self.build_mode == "no_defaults":
             program = re.sub(r"=[^,]+,", ",", program)
         return f"```python\n{program}```"
@@ -261,14 +281,16 @@ class FakeSmall(FakeBackend):
         if self.mode == "wrong":
             values = [found[0]] * len(names)
         else:
-            values = (found + [0] * len(names))[:len(names)]
+            values = (found + [0] * len(names))[: len(names)]
         out: dict[str, Any] = {}
         for name, value in zip(names, values, strict=True):
             enum = props[name].get("enum")
             if enum is not None and self.mode in ("ok", "wrong") and value not in enum:
                 # Only a second choice takes a number of the request out of a variable's choices
-                # (minicache.hit); a grammar-constrained model then writes one of the others.
-                assert len(enum) < len(set(found)), f"{value!r} is not among the candidates {enum!r}"
+                # (minicache.hit.verify); a grammar-constrained model then writes one of the others.
+                assert len(enum) < len(set(found)), (
+                    f"{value!r} is not among the candidates {enum!r}"
+                )
                 value = enum[0]
             out[name] = str(value) if self.mode == "string" else value
         if self.mode == "missing":
@@ -282,9 +304,48 @@ def spy_on_admission(engine: Any) -> list[dict[str, int]]:
     told: list[dict[str, int]] = []
     admits = engine.admission.admits
 
-    def spy(tenant: str, n: int, first_misses: int = 0, failures: int = 0) -> tuple[bool, dict[str, float]]:
+    def spy(
+        tenant: str, n: int, first_misses: int = 0, failures: int = 0
+    ) -> tuple[bool, dict[str, float]]:
         told.append({"first_misses": first_misses, "failures": failures})
         return admits(tenant, n, first_misses, failures)
 
     engine.admission.admits = spy
     return told
+
+
+# A tiny vocabulary and tokenizer for tests of object decoding (minicache.models.choice) and of the
+# small model's choice, which a scripted model answers token by token.
+VOCAB = [
+    '{"',
+    "a",
+    "b",
+    '":',
+    " ",
+    "1",
+    "2",
+    "5",
+    "0",
+    ".",
+    ",",
+    ' "',
+    "}",
+    '"x"',
+    '"y"',
+    '"',
+    "red",
+    " shoes",
+    '",',
+    "\\n",
+    "k",
+]
+
+
+def tokenize(text: str) -> list[int]:
+    """Greedy longest-match over VOCAB (a stand-in for a BPE tokenizer)."""
+    out, i = [], 0
+    while i < len(text):
+        match = max((t for t in VOCAB if text.startswith(t, i)), key=len)
+        out.append(VOCAB.index(match))
+        i += len(match)
+    return out

@@ -38,8 +38,13 @@ def dsn_with_database(dsn: str, dbname: str) -> str:
 
 
 def _script(command: str, directory: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), command, directory], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["bash", str(SCRIPT), command, directory],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +60,10 @@ def pg_server() -> Iterator[str]:
         started = _script("start", directory)
         if started.returncode != 0:
             message = f"cannot start a test PostgreSQL server:\n{started.stderr.strip()}"
-            if started.returncode == NO_POSTGRES and os.environ.get("MINICACHE_TEST_PG_REQUIRED") != "1":
+            if (
+                started.returncode == NO_POSTGRES
+                and os.environ.get("MINICACHE_TEST_PG_REQUIRED") != "1"
+            ):
                 pytest.skip(message)
             pytest.fail(message, pytrace=False)
         yield started.stdout.strip().splitlines()[-1]

@@ -5,8 +5,8 @@ import sys
 import time
 
 from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
-from minicache.hit import VerifyConfig
 from minicache.sandbox import SandboxPool
 
 
@@ -20,9 +20,19 @@ class SlowSmall(FakeSmall):
 def main() -> None:
     dsn = sys.argv[1]
     with SandboxPool(size=1) as sandbox:
-        mc = MiniCache(FakeTarget(), SlowSmall(), dsn, embedder=HashEmbedder(), sandbox=sandbox,
-                       config=EngineConfig(background_builds=False, build_lease_s=3.0, build_early=0,
-                                           verify=VerifyConfig(probation=0)))
+        mc = MiniCache(
+            FakeTarget(),
+            SlowSmall(),
+            dsn,
+            embedder=HashEmbedder(),
+            sandbox=sandbox,
+            config=EngineConfig(
+                background_builds=False,
+                build_lease_s=3.0,
+                build_early=0,
+                verify=VerifyConfig(probation=0),
+            ),
+        )
         for values in CR_VALUES[:3]:
             mc.solve(CURRENT_RATIO.ask(*values))  # the third triggers the build, which hangs
 

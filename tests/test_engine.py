@@ -28,15 +28,14 @@ from fakes import (
     numbers_in,
     request_of,
 )
-from minicache import build as build_module
-from minicache.admission import AdmissionConfig
-from minicache.build import NO_SHARED_COMPUTATION, UNBACKED_NOT_TRIED, UNREACHABLE
+from minicache.build import builder as build_module
+from minicache.build.builder import NO_SHARED_COMPUTATION, UNBACKED_NOT_TRIED, UNREACHABLE
+from minicache.config.engine import AdmissionConfig, VerifyConfig
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache, SolveError, format_answer
-from minicache.hit import VerifyConfig
-from minicache.routing import skeleton
+from minicache.programs.signature import parse_signature
+from minicache.route.router import skeleton
 from minicache.store import SQLiteStore
 from minicache.store.base import Example
-from minicache.synthesis import parse_signature
 
 
 @dataclass
@@ -53,8 +52,13 @@ def make(tmp_path, sandbox):
     """Factory: a MiniCache on fakes over ``tmp_path/<db>``; every one made is closed at teardown."""
     made: list[MiniCache] = []
 
-    def factory(db: str = "mc.db", *, target: FakeTarget | None = None, small: FakeSmall | None = None,
-                **config) -> Rig:
+    def factory(
+        db: str = "mc.db",
+        *,
+        target: FakeTarget | None = None,
+        small: FakeSmall | None = None,
+        **config,
+    ) -> Rig:
         path = tmp_path / db
         store = SQLiteStore(path)
         target = target or FakeTarget()
@@ -64,9 +68,17 @@ def make(tmp_path, sandbox):
         config.setdefault("audit_rate", 0.0)
         # Nor probation (tests/test_probation.py): here a validated entry serves its first request.
         config.setdefault("verify", VerifyConfig(probation=0))
-        config.setdefault("build_early", 0)  # builds at build_after; early builds: tests/test_admission.py
-        mc = MiniCache(target, small, store=store, embedder=HashEmbedder(),
-                       config=EngineConfig(background_builds=False, **config), sandbox=sandbox)
+        config.setdefault(
+            "build_early", 0
+        )  # builds at build_after; early builds: tests/test_admission.py
+        mc = MiniCache(
+            target,
+            small,
+            store=store,
+            embedder=HashEmbedder(),
+            config=EngineConfig(background_builds=False, **config),
+            sandbox=sandbox,
+        )
         made.append(mc)
         return Rig(mc, target, small, store, path)
 
@@ -92,9 +104,14 @@ def warm(rig: Rig, domain: Domain, values_list, **kwargs):
 
 
 def snapshot(store: SQLiteStore, tenant: str = "default"):
-    return (store.counters(tenant),
-            [(g.id, g.label, g.status, g.build_failures, g.n_examples) for g in store.list_groups(tenant)],
-            [(e.id, e.status, e.version, e.hits, e.failures) for e in store.list_entries(tenant)])
+    return (
+        store.counters(tenant),
+        [
+            (g.id, g.label, g.status, g.build_failures, g.n_examples)
+            for g in store.list_groups(tenant)
+        ],
+        [(e.id, e.status, e.version, e.hits, e.failures) for e in store.list_entries(tenant)],
+    )
 
 
 def consistent(stats) -> bool:
@@ -109,8 +126,16 @@ def test_hash_embedder_gives_unit_vectors_and_separates_wordings():
     vectors = embedder.embed(["current ratio", "simple interest", ""])
     assert vectors.shape == (3, 256) and vectors.dtype.name == "float32"
     assert [round(float(v @ v), 5) for v in vectors] == [1.0, 1.0, 1.0]
-    same = cosine(embedder, skeleton(CURRENT_RATIO.ask(*CR_VALUES[0])), skeleton(CURRENT_RATIO.ask(*CR_VALUES[1])))
-    other = cosine(embedder, skeleton(CURRENT_RATIO.ask(*CR_VALUES[0])), skeleton(SIMPLE_INTEREST.ask(*SI_VALUES[0])))
+    same = cosine(
+        embedder,
+        skeleton(CURRENT_RATIO.ask(*CR_VALUES[0])),
+        skeleton(CURRENT_RATIO.ask(*CR_VALUES[1])),
+    )
+    other = cosine(
+        embedder,
+        skeleton(CURRENT_RATIO.ask(*CR_VALUES[0])),
+        skeleton(SIMPLE_INTEREST.ask(*SI_VALUES[0])),
+    )
     assert same >= 0.8 > other
 
 
@@ -153,7 +178,12 @@ def test_first_request_is_a_miss_answered_by_the_target_and_recorded(rig):
     examples = rig.store.examples("default", result.group)
     assert len(examples) == 1
     ex = examples[0]
-    assert (ex.question, ex.program, ex.answer, ex.variables) == (question, result.program, 1.5, result.variables)
+    assert (ex.question, ex.program, ex.answer, ex.variables) == (
+        question,
+        result.program,
+        1.5,
+        result.variables,
+    )
     assert ex.embedding is not None and ex.embedding.shape == (256,)
     stats = rig.mc.stats()
     assert (stats["requests"], stats["misses"], stats["hits"], stats["groups"]) == (1, 1, 0, 1)
@@ -184,7 +214,9 @@ def test_a_miss_that_fails_after_a_refused_hit_says_why_the_hit_was_refused(make
         ask(rig, CURRENT_RATIO, values)
     assert rig.mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3])).route == "hit"
     rig.target.mode = "broken"
-    with pytest.raises(SolveError) as failed:  # assets were 9,000 to 120,000: 64 is refused, then the miss fails
+    with pytest.raises(
+        SolveError
+    ) as failed:  # assets were 9,000 to 120,000: 64 is refused, then the miss fails
         rig.mc.solve(CURRENT_RATIO.ask(64, 16))
     assert (failed.value.fallback_reason or "").startswith("HitRefused: range")
     with pytest.raises(SolveError) as failed:  # no entry, no hit attempt
@@ -217,21 +249,31 @@ def test_utf8_bytes_question_is_accepted(rig):
 def test_an_action_object_is_an_answer_compared_key_by_key():
     from minicache.engine import check_answer
     from minicache.errors import AnswerError, SandboxError
-    from minicache.synthesis import answers_match
+    from minicache.programs.signature import answers_match
 
     action = check_answer({"keywords": "red shoes", "max_price": "40.00"})
     assert action == {"keywords": "red shoes", "max_price": 40.0}
-    assert format_answer(action, "Write the Search action") == '{"keywords": "red shoes", "max_price": 40.0}'
+    assert (
+        format_answer(action, "Write the Search action")
+        == '{"keywords": "red shoes", "max_price": 40.0}'
+    )
     assert answers_match(action, {"keywords": "Red Shoes", "max_price": 40})
-    assert answers_match(action, {"keywords": "shoes, red, size 9", "max_price": 40})  # both words of the shorter
+    assert answers_match(
+        action, {"keywords": "shoes, red, size 9", "max_price": 40}
+    )  # both words of the shorter
     assert not answers_match(action, {"keywords": "red hat", "max_price": 40})  # 1 of 2
     assert not answers_match(action, {"keywords": "red shoes", "max_price": 41})
-    assert check_answer({"keywords": ["red", "shoes"], "max_price": 40}) == {"keywords": "red shoes", "max_price": 40}
+    assert check_answer({"keywords": ["red", "shoes"], "max_price": 40}) == {
+        "keywords": "red shoes",
+        "max_price": 40,
+    }
     assert not answers_match(action, {"keywords": "red shoes"}) and not answers_match(action, 40.0)
     for bad in ({}, {"k": None}, {"k": "x" * 3000}):
         with pytest.raises(AnswerError) as caught:
             check_answer(bad)
-        assert not isinstance(caught.value, SandboxError)  # the sandbox did its job; the value is wrong
+        assert not isinstance(
+            caught.value, SandboxError
+        )  # the sandbox did its job; the value is wrong
 
 
 def test_answer_text_uses_requested_decimal_places():
@@ -251,10 +293,12 @@ def test_a_request_sent_again_counts_once_toward_a_build(rig):
     assert [r.route for r in again] == ["miss"] * 3
     assert rig.store.list_entries("default") == []  # one distinct request: nothing to build from
     warm(rig, CURRENT_RATIO, CR_VALUES[1:3])
-    entry, = rig.store.list_entries("default", "active")
+    (entry,) = rig.store.list_entries("default", "active")
     assert [v.name for v in entry.template] == ["current_assets", "current_liabilities"]
     hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
-    assert hit.route == "hit" and hit.variables == dict(zip(CURRENT_RATIO.names, CR_VALUES[3], strict=True))
+    assert hit.route == "hit" and hit.variables == dict(
+        zip(CURRENT_RATIO.names, CR_VALUES[3], strict=True)
+    )
 
 
 def test_entry_is_built_after_build_after_misses_and_next_request_hits(rig):
@@ -286,7 +330,12 @@ def test_entry_is_built_after_build_after_misses_and_next_request_hits(rig):
     assert hit.tokens["target"] == 0
     assert hit.similarity >= 0.8
     stats = rig.mc.stats()
-    assert (stats["hits"], stats["misses"], stats["builds_ok"], stats["entries_active"]) == (1, 3, 1, 1)
+    assert (stats["hits"], stats["misses"], stats["builds_ok"], stats["entries_active"]) == (
+        1,
+        3,
+        1,
+        1,
+    )
     assert stats["hit_rate"] == pytest.approx(0.25)
     assert consistent(stats)
     assert rig.store.get_entry("default", entry.id).hits == 1
@@ -318,7 +367,7 @@ def test_learned_rules_serve_hits_without_the_small_model(rig):
 
 
 def test_miss_asks_for_the_same_plain_program_as_the_pot_baseline(rig):
-    from minicache.prompts import plain_pot_messages
+    from minicache.miss.prompts import plain_pot_messages
 
     question = CURRENT_RATIO.ask(*CR_VALUES[0])
     ask(rig, CURRENT_RATIO, CR_VALUES[0])
@@ -355,7 +404,9 @@ class OneWrongTarget(FakeTarget):
     def _miss(self, messages):
         reply = super()._miss(messages)
         if self.wrong in messages[1].content:
-            reply = reply.replace("current_assets / current_liabilities", "current_assets + current_liabilities")
+            reply = reply.replace(
+                "current_assets / current_liabilities", "current_assets + current_liabilities"
+            )
         return reply
 
 
@@ -374,7 +425,9 @@ def test_build_prefers_the_program_the_other_examples_agree_with(make):
     assert ask(rig, CURRENT_RATIO, CR_VALUES[3]).route == "hit"
 
 
-def test_a_recorded_miss_stores_the_embedding_routing_computed_without_embedding_again(make, monkeypatch):
+def test_a_recorded_miss_stores_the_embedding_routing_computed_without_embedding_again(
+    make, monkeypatch
+):
     """Routing already embeds the request; the miss path stores that vector instead of paying again."""
     rig = make()
     embedder = rig.mc.router.embedder
@@ -422,14 +475,27 @@ def test_the_groups_own_programs_add_examples_to_rule_learning(make):
 def test_an_entrys_stored_records_keep_their_json_form_now_that_they_are_typed(make):
     """Validation is a dataclass and rules are typed classes in the build; what the store holds is
     the JSON entries already in users' files have: the same keys, rules as plain JSON objects."""
-    from minicache.rules import parse_rule
+    from minicache.hit.rules import parse_rule
 
     rig = make()
     results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
     entry = rig.store.active_entry("default", results[0].group)
-    assert set(entry.validation) == {"extraction", "passed", "shared_prefix", "of", "source", "attempts",
-                                     "rule_examples", "profile", "held", "at", "probation"}
-    assert [set(a) for a in entry.validation["attempts"]] == [{"source", "ok", "error", "agreements"}]
+    assert set(entry.validation) == {
+        "extraction",
+        "passed",
+        "shared_prefix",
+        "of",
+        "source",
+        "attempts",
+        "rule_examples",
+        "profile",
+        "held",
+        "at",
+        "probation",
+    }
+    assert [set(a) for a in entry.validation["attempts"]] == [
+        {"source", "ok", "error", "agreements"}
+    ]
     assert entry.rules and all(type(rule) is dict for rule in entry.rules.values())
     assert all(parse_rule(rule).to_json() == rule for rule in entry.rules.values())
 
@@ -439,13 +505,18 @@ def test_a_failed_builds_recorded_checks_say_what_each_example_got_or_why_not(ma
     rig = make(small=FakeSmall(mode=small_mode), admission=AdmissionConfig(enabled=False))
     results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
     record = rig.store.group_failure("default", results[0].group)
-    assert record["checks"] and all(set(c) == {"example", "expected", "got", "variables", "error"}
-                                    for c in record["checks"])
+    assert record["checks"] and all(
+        set(c) == {"example", "expected", "got", "variables", "error"} for c in record["checks"]
+    )
     for check in record["checks"]:
         if small_mode == "wrong":  # extracted and ran, but to another answer
             assert check["variables"] and check["got"] is not None and check["error"] is None
         else:  # the small model failed: nothing extracted, nothing run
-            assert check["variables"] is None and check["got"] is None and "small model failed" in check["error"]
+            assert (
+                check["variables"] is None
+                and check["got"] is None
+                and "small model failed" in check["error"]
+            )
     assert all(set(a) == {"source", "ok", "error"} for a in record["attempts"])
 
 
@@ -475,8 +546,10 @@ class VaryingTarget(FakeTarget):
             self.seen.append(question)
         k = self.seen.index(question)
         a, b = numbers_in(question)[:2]
-        program = (f"def solve():\n    first_{k} = {a!r}\n    second_{k} = {b!r}\n"
-                   f"    return first_{k} {self.ops[k]} second_{k}\n")
+        program = (
+            f"def solve():\n    first_{k} = {a!r}\n    second_{k} = {b!r}\n"
+            f"    return first_{k} {self.ops[k]} second_{k}\n"
+        )
         return f"```python\n{program}```"
 
 
@@ -491,12 +564,16 @@ def test_a_group_of_different_computations_is_not_generalized_by_the_target(make
     assert rig.target.build_calls == 0
     assert rig.store.active_entry("default", group.id) is None and group.build_failures == 1
     attempts = rig.store.group_failure("default", group.id)["attempts"]
-    assert [a["source"] for a in attempts[:-1]] and all(a["source"] == "lifted" for a in attempts[:-1])
+    assert [a["source"] for a in attempts[:-1]] and all(
+        a["source"] == "lifted" for a in attempts[:-1]
+    )
     assert attempts[-1] == {"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION}
 
 
-RATIO = ("def solve(current_assets=45000, current_liabilities=30000):\n"
-         "    return current_assets / current_liabilities\n")
+RATIO = (
+    "def solve(current_assets=45000, current_liabilities=30000):\n"
+    "    return current_assets / current_liabilities\n"
+)
 
 
 @pytest.mark.parametrize("ratios, trusted", [(2, False), (3, True)])
@@ -505,12 +582,24 @@ def test_a_backed_candidate_must_fit_more_than_half_of_its_held_examples(make, r
     another example backs needs ``validate_min`` of them and more than half. In svamp-v11 an entry
     was made on 2 of 4 in a group of five different computations; 3 of 4 is trusted."""
     rig = make()
-    held = [Example(id=f"ex{i}", tenant="default", group_id="g", question=CURRENT_RATIO.ask(a, b), context=None,
-                    program="", variables={}, answer=round(a / b if i < ratios else a - b, 4))
-            for i, (a, b) in enumerate(CR_VALUES[:4])]
+    held = [
+        Example(
+            id=f"ex{i}",
+            tenant="default",
+            group_id="g",
+            question=CURRENT_RATIO.ask(a, b),
+            context=None,
+            program="",
+            variables={},
+            answer=round(a / b if i < ratios else a - b, 4),
+        )
+        for i, (a, b) in enumerate(CR_VALUES[:4])
+    ]
     record = rig.mc.builder.validate(RATIO, held, held[0], "", backed=True)
     assert record.passed == ratios and record.of == 4 and record.ok is trusted
-    assert all(c.extraction == "align" for c in record.checks) and not rig.small.calls  # no model asked
+    assert (
+        all(c.extraction == "align" for c in record.checks) and not rig.small.calls
+    )  # no model asked
 
 
 def test_a_group_where_another_example_backs_an_own_program_still_asks_the_target(make):
@@ -518,57 +607,86 @@ def test_a_group_where_another_example_backs_an_own_program_still_asks_the_targe
     lifted program validated first (the newest) reproduces the first example but not the second, so
     validation (all three required here) fails and the target is asked. (The other unbacked program
     is then not validated, so only the one validated first can show the sharing.)"""
-    rig = make(target=VaryingTarget(["/", "-", "/"]), admission=AdmissionConfig(enabled=False), validate_min=3)
+    rig = make(
+        target=VaryingTarget(["/", "-", "/"]),
+        admission=AdmissionConfig(enabled=False),
+        validate_min=3,
+    )
     for values in CR_VALUES[:3]:
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
     rig.mc.wait_for_builds()
     assert rig.target.build_calls == 1
     attempts = rig.store.group_failure("default", "label:mixed")["attempts"]
-    assert attempts[-1]["source"] == "target-build" and attempts[-1]["error"] != NO_SHARED_COMPUTATION
+    assert (
+        attempts[-1]["source"] == "target-build" and attempts[-1]["error"] != NO_SHARED_COMPUTATION
+    )
 
 
-def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_check(make, monkeypatch):
+def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_check(
+    make, monkeypatch
+):
     """Three different computations, checked by the small model (no alignment): each lifted program
     answers only its own example, so it must pass every held example, and the first wrong answer
     ends its validation. Before, each spent a second extraction to reach 2 of 3 failures (TAT-QA's
     failed builds: four extractions, 20-25 s). The model is asked here as where a request writes
     too many numbers to try every choice (tests/test_reach.py has the shortcut)."""
-    monkeypatch.setattr("minicache.build.unreachable", lambda *args: False)
-    rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    monkeypatch.setattr("minicache.build.builder.unreachable", lambda *args: False)
+    rig = make(
+        target=VaryingTarget(["/", "-", "+"]),
+        admission=AdmissionConfig(enabled=False),
+        use_rules=False,
+    )
     for values in CR_VALUES[:3]:  # misses; the third builds the group inline
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
     rig.mc.wait_for_builds()
     failure = rig.store.group_failure("default", "label:mixed")
-    validated = [a for a in failure["attempts"] if a["source"] == "lifted" and a["error"] != UNBACKED_NOT_TRIED]
+    validated = [
+        a
+        for a in failure["attempts"]
+        if a["source"] == "lifted" and a["error"] != UNBACKED_NOT_TRIED
+    ]
     assert len(validated) == 1 and not validated[0]["ok"]
     assert len(rig.small.calls) == 1  # one model check, and no other extraction
     assert [c["example"] for c in failure["checks"]] == [failure["examples"][0]]
 
 
-def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_is_not_validated(make, monkeypatch):
+def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_is_not_validated(
+    make, monkeypatch
+):
     """Both lifted programs answer only their own example. The first fails the small model's check
     on a held example; the second would be checked on the same held examples, by the same model,
     and is recorded as not validated instead (tatqa-v5: 2.8-6.7 s of extraction each, none ever
     passed), so the failed build costs one extraction, not two. (The model is asked, as in the test
     above; without that, no choice of the held example's numbers gives its answer and none is.)"""
-    monkeypatch.setattr("minicache.build.unreachable", lambda *args: False)
-    rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    monkeypatch.setattr("minicache.build.builder.unreachable", lambda *args: False)
+    rig = make(
+        target=VaryingTarget(["/", "-", "+"]),
+        admission=AdmissionConfig(enabled=False),
+        use_rules=False,
+    )
     for values in CR_VALUES[:3]:
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
     rig.mc.wait_for_builds()
     attempts = rig.store.group_failure("default", "label:mixed")["attempts"]
     assert [(a["source"], a["error"] == UNBACKED_NOT_TRIED) for a in attempts] == [
-        ("lifted", False), ("lifted", True), ("target-build", False)]
+        ("lifted", False),
+        ("lifted", True),
+        ("target-build", False),
+    ]
     assert attempts[-1]["error"] == NO_SHARED_COMPUTATION  # and the target is still not asked
     assert rig.target.build_calls == 0 and len(rig.small.calls) == 1
 
 
 def test_a_mixed_group_fails_its_build_without_asking_the_small_model(make):
-    """The same three computations, with the model-free shortcut on (minicache.reach): the first lifted
+    """The same three computations, with the model-free shortcut on (minicache.build.reach): the first lifted
     program divides, and no choice of the held example's two numbers gives its answer by division,
     so the check fails without a model call, and the build with it (svamp-v7: 1.0-1.2 s a failed
     build before, 0.0 s after, scripts/rebuild_replay.py)."""
-    rig = make(target=VaryingTarget(["/", "-", "+"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    rig = make(
+        target=VaryingTarget(["/", "-", "+"]),
+        admission=AdmissionConfig(enabled=False),
+        use_rules=False,
+    )
     for values in CR_VALUES[:3]:
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
     rig.mc.wait_for_builds()
@@ -581,7 +699,11 @@ def test_an_own_program_no_other_example_backs_is_trusted_when_every_held_exampl
     """One computation written under other names by each example: the programs cannot be compared
     without a model, and the newest one is trusted after the small model's values reproduce all
     three held examples."""
-    rig = make(target=VaryingTarget(["/", "/", "/"]), admission=AdmissionConfig(enabled=False), use_rules=False)
+    rig = make(
+        target=VaryingTarget(["/", "/", "/"]),
+        admission=AdmissionConfig(enabled=False),
+        use_rules=False,
+    )
     for values in CR_VALUES[:3]:
         rig.mc.solve(CURRENT_RATIO.ask(*values), group="mixed")
     rig.mc.wait_for_builds()
@@ -599,7 +721,9 @@ def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_val
     assert entry is not None and entry.validation["source"] == "target-build"
     defaults = parse_signature(entry.program).defaults  # a whole signature again
     assert tuple(defaults.values()) in CR_VALUES[:3] and list(defaults) == CURRENT_RATIO.names
-    assert "# current assets, dollars" in entry.program  # the comments that describe the variables are kept
+    assert (
+        "# current assets, dollars" in entry.program
+    )  # the comments that describe the variables are kept
     hit = ask(rig, CURRENT_RATIO, CR_VALUES[3])
     assert hit.route == "hit" and hit.entry_id == entry.id
 
@@ -616,7 +740,9 @@ def test_validation_reads_values_by_alignment_before_asking_the_small_model(make
 
 
 def test_without_zero_model_extraction_validation_asks_the_small_model(make):
-    rig = make(small=FakeSmall(mode="wrong"), use_rules=False, admission=AdmissionConfig(enabled=False))
+    rig = make(
+        small=FakeSmall(mode="wrong"), use_rules=False, admission=AdmissionConfig(enabled=False)
+    )
     results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
     assert rig.store.active_entry("default", results[0].group) is None and rig.small.calls
 
@@ -630,13 +756,19 @@ def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
     assert rig.mc.stats()["builds_failed"] == 1
     assert rig.store.get_group("default", group_id).build_failures == 1
     assert rig.store.get_group("default", group_id).status == "open"
-    assert rig.mc.events[-1] == {"event": "build", "group": group_id, "ok": False,
-                                 "attempts": rig.mc.events[-1]["attempts"]}
+    assert rig.mc.events[-1] == {
+        "event": "build",
+        "group": group_id,
+        "ok": False,
+        "attempts": rig.mc.events[-1]["attempts"],
+    }
 
     ask(rig, CURRENT_RATIO, CR_VALUES[3])  # after one failure the next example retries at once ...
     assert rig.mc.stats()["builds_failed"] == 2
     small_calls = len(rig.small.calls)
-    ask(rig, CURRENT_RATIO, CR_VALUES[4])  # ... after two it backs off in time (minicache.admission)
+    ask(
+        rig, CURRENT_RATIO, CR_VALUES[4]
+    )  # ... after two it backs off in time (minicache.build.admission)
     assert len(rig.small.calls) == small_calls and rig.mc.stats()["builds_failed"] == 2
     group = rig.store.get_group("default", group_id)
     group.uncacheable_until = 0.0  # the back-off has run out: the next example retries
@@ -649,7 +781,10 @@ def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
     small_calls, build_calls = len(rig.small.calls), rig.target.build_calls
     result = ask(rig, CURRENT_RATIO, CR_VALUES[9])
     assert result.route == "miss"
-    assert (len(rig.small.calls), rig.target.build_calls) == (small_calls, build_calls)  # no build tried
+    assert (len(rig.small.calls), rig.target.build_calls) == (
+        small_calls,
+        build_calls,
+    )  # no build tried
     assert rig.store.list_entries("default") == []
     assert rig.mc.stats()["builds_failed"] == 3
 
@@ -679,7 +814,12 @@ def test_failing_extraction_falls_back_to_the_target_and_evicts_after_max_failur
         assert rig.store.get_entry("default", entry.id).failures == n
     assert rig.store.get_entry("default", entry.id).status == "evicted"
     assert rig.store.active_entry("default", entry.group_id) is None
-    assert {"event": "evict", "group": entry.group_id, "entry": entry.id, "failures": 3} in rig.mc.events
+    assert {
+        "event": "evict",
+        "group": entry.group_id,
+        "entry": entry.id,
+        "failures": 3,
+    } in rig.mc.events
     stats = rig.mc.stats()
     assert (stats["fallbacks"], stats["evictions"], stats["entries_active"]) == (3, 1, 0)
     assert consistent(stats)
@@ -689,7 +829,9 @@ def test_failing_extraction_falls_back_to_the_target_and_evicts_after_max_failur
 
 
 @pytest.mark.parametrize(("kind", "failures"), [("busy", 0), ("error", 1)])
-def test_a_busy_sandbox_on_a_hit_falls_back_without_counting_against_the_entry(make, monkeypatch, kind, failures):
+def test_a_busy_sandbox_on_a_hit_falls_back_without_counting_against_the_entry(
+    make, monkeypatch, kind, failures
+):
     """A pool with no free worker says nothing about the entry's program; a program error does."""
     from minicache.errors import SandboxError
 
@@ -730,7 +872,9 @@ def test_request_a_rule_cannot_read_asks_the_small_model(rig):
     warm(rig, CURRENT_RATIO, CR_VALUES[:3], group="cr")
     calls = len(rig.small.calls)
     # Different wording, same group by label: the learned anchors ("assets are") do not apply.
-    result = rig.mc.solve("Current ratio please: assets 64,000 over liabilities 16,000.", group="cr")
+    result = rig.mc.solve(
+        "Current ratio please: assets 64,000 over liabilities 16,000.", group="cr"
+    )
     assert result.route == "hit" and result.extraction == "choice"
     assert result.answer == pytest.approx(4.0)
     assert len(rig.small.calls) == calls + 1
@@ -842,7 +986,9 @@ def test_export_import_round_trip_into_another_tenant(rig):
     imported = rig.store.list_entries("b", "active")
     assert len(imported) == 1
     assert imported[0].id != exported[0]["id"] and imported[0].tenant == "b"
-    assert imported[0].program == exported[0]["program"] and imported[0].rules == exported[0]["rules"]
+    assert (
+        imported[0].program == exported[0]["program"] and imported[0].rules == exported[0]["rules"]
+    )
     hit = ask(rig, CURRENT_RATIO, CR_VALUES[3], group="cr", tenant="b")
     assert hit.route == "hit" and hit.entry_id == imported[0].id
     assert rig.target.miss_calls == 3  # tenant b never asked the target
@@ -937,7 +1083,9 @@ def test_no_cache_skips_an_active_entry(rig):
     warm(rig, CURRENT_RATIO, CR_VALUES[:3])
     result = ask(rig, CURRENT_RATIO, CR_VALUES[3], no_cache=True)
     assert result.route == "miss"
-    assert rig.store.examples("default", result.group)[-1].question == CURRENT_RATIO.ask(*CR_VALUES[3])
+    assert rig.store.examples("default", result.group)[-1].question == CURRENT_RATIO.ask(
+        *CR_VALUES[3]
+    )
 
 
 def test_force_refresh_recomputes_with_the_target_and_records_it(rig):
@@ -973,8 +1121,12 @@ def _bad_entries(good: dict) -> dict[str, object]:
         "missing program": {k: v for k, v in good.items() if k not in ("program", "program_hash")},
         "missing group_id": {k: v for k, v in good.items() if k != "group_id"},
         "program_hash mismatch": dict(good, program=good["program"].replace("/", "*")),
-        "parameters without defaults": dict(no_hash, program="def solve(a, b):\n    return a / b\n"),
-        "forbidden import": dict(no_hash, program="import os\ndef solve(x=1,  # x\n):\n    return x\n"),
+        "parameters without defaults": dict(
+            no_hash, program="def solve(a, b):\n    return a / b\n"
+        ),
+        "forbidden import": dict(
+            no_hash, program="import os\ndef solve(x=1,  # x\n):\n    return x\n"
+        ),
         "no solve function": dict(no_hash, program="def other(x=1):\n    return x\n"),
         "unknown template field": dict(good, template=[{"name": "x", "colour": "red"}]),
         "version not a number": dict(good, version="v2"),
@@ -1022,14 +1174,22 @@ def test_an_evicted_entry_is_rebuilt_from_the_groups_examples_and_serves_again(m
     assert hit.route == "hit" and hit.entry_id == rebuilt.id
 
 
-def test_a_running_background_build_is_shown_by_the_engine_and_the_dashboards_reader(tmp_path, sandbox):
+def test_a_running_background_build_is_shown_by_the_engine_and_the_dashboards_reader(
+    tmp_path, sandbox
+):
     from minicache.server.dashboard.views import building
 
     store = SQLiteStore(tmp_path / "running.db")
     config = EngineConfig(background_builds=True, admission=AdmissionConfig(enabled=False))
     release = threading.Event()
-    with MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), config=config,
-                   sandbox=sandbox) as mc:
+    with MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=store,
+        embedder=HashEmbedder(),
+        config=config,
+        sandbox=sandbox,
+    ) as mc:
         build_locked = mc.builder._build_locked
 
         def held(tenant, group_id):
@@ -1046,11 +1206,20 @@ def test_a_running_background_build_is_shown_by_the_engine_and_the_dashboards_re
         assert store.active_entry("default", group) is not None
 
 
-def test_a_background_build_that_raises_is_counted_logged_and_shown(tmp_path, sandbox, caplog, monkeypatch):
+def test_a_background_build_that_raises_is_counted_logged_and_shown(
+    tmp_path, sandbox, caplog, monkeypatch
+):
     store = SQLiteStore(tmp_path / "bg.db")
     config = EngineConfig(background_builds=True, admission=AdmissionConfig(enabled=False))
-    with MiniCache(FakeTarget(), FakeSmall(), store=store, embedder=HashEmbedder(), config=config,
-                   sandbox=sandbox) as mc:
+    with MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=store,
+        embedder=HashEmbedder(),
+        config=config,
+        sandbox=sandbox,
+    ) as mc:
+
         def crash(tenant, group_id):
             raise RuntimeError("store went away mid-build")
 
@@ -1059,7 +1228,10 @@ def test_a_background_build_that_raises_is_counted_logged_and_shown(tmp_path, sa
             for values in CR_VALUES[:4]:
                 mc.solve(CURRENT_RATIO.ask(*values))
             deadline = time.monotonic() + 30
-            while store.counters("default").get("builds_failed", 0) == 0 and time.monotonic() < deadline:
+            while (
+                store.counters("default").get("builds_failed", 0) == 0
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
         assert store.counters("default").get("builds_failed", 0) >= 1
         assert any("store went away mid-build" in r.getMessage() for r in caplog.records)

@@ -5,15 +5,21 @@ from __future__ import annotations
 import pytest
 
 from minicache.engine import EngineConfig, MiniCache
-from minicache.mainjob import formula_stream, serve_and_show
+from minicache_bench.mainjob import formula_stream, serve_and_show
 
 pytestmark = pytest.mark.real_model
 
 
-def test_formula_stream_builds_validated_entries_and_hits_match_gold(tmp_path, target_model, small_model):
+def test_formula_stream_builds_validated_entries_and_hits_match_gold(
+    tmp_path, target_model, small_model
+):
     stream = formula_stream(groups=5, per_group=6, seed=7)
-    with MiniCache(target_model, small_model, store=str(tmp_path / "mc.db"),
-                   config=EngineConfig(background_builds=False)) as mc:
+    with MiniCache(
+        target_model,
+        small_model,
+        store=str(tmp_path / "mc.db"),
+        config=EngineConfig(background_builds=False),
+    ) as mc:
         summary = serve_and_show(mc, stream, echo=lambda _m: None, progress=False)
         entries = mc.store.list_entries("default", "active")
     assert len(entries) >= 1, summary

@@ -28,8 +28,13 @@ def test_the_engine_event_log_is_bounded(tmp_path):
     from fakes import FakeSmall, FakeTarget, HashEmbedder
     from minicache.engine import EngineConfig, MiniCache
 
-    with MiniCache(FakeTarget(), FakeSmall(), store=str(tmp_path / "e.db"), embedder=HashEmbedder(),
-                   config=EngineConfig(background_builds=False, max_events=5)) as mc:
+    with MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=str(tmp_path / "e.db"),
+        embedder=HashEmbedder(),
+        config=EngineConfig(background_builds=False, max_events=5),
+    ) as mc:
         for i in range(12):
             mc.events.append({"event": "test", "n": i})
         assert len(mc.events) == 12 and [e["n"] for e in mc.events[0:]] == [7, 8, 9, 10, 11]

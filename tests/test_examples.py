@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from minicache.config import load_engine_config, load_settings
+from minicache.config.models import load_engine_config, load_settings
 from minicache.engine import EngineConfig
 from minicache.server.config import ServerConfig, load_server_config, server_file_settings
 
@@ -41,14 +41,25 @@ def test_server_example_sets_every_server_limit_and_shows_an_engine_table():
     text = (EXAMPLES / "server.toml").read_text(encoding="utf-8")
     settings = {s.path: s.value for s in server_file_settings(EXAMPLES / "server.toml")}
     limits = {path[1] for path in settings if path[0] == "limits"}
-    assert limits == {"max_body_bytes", "rate_per_s", "burst", "max_inflight", "max_inflight_per_caller",
-                      "body_timeout_s", "auth_fail_per_s", "auth_fail_burst"}
+    assert limits == {
+        "max_body_bytes",
+        "rate_per_s",
+        "burst",
+        "max_inflight",
+        "max_inflight_per_caller",
+        "body_timeout_s",
+        "auth_fail_per_s",
+        "auth_fail_burst",
+    }
     default = ServerConfig()
     assert all(settings[("limits", name)] == getattr(default, name) for name in limits)
     engine = {path[1:]: value for path, value in settings.items() if path[0] == "engine"}
     assert engine and "[engine]" in text
     default_engine = EngineConfig()
-    for path, value in engine.items():  # the example's engine values are the defaults it says they are
+    for (
+        path,
+        value,
+    ) in engine.items():  # the example's engine values are the defaults it says they are
         node = default_engine
         for key in path:
             node = getattr(node, key)

@@ -34,42 +34,64 @@ def module_names(root: Path) -> dict[str, Path]:
     return found
 
 
-def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+def _top_level(body: list[ast.stmt], type_checking: bool = False) -> list[ast.stmt]:
     """The statements that run at import: module level, and inside module-level if/try/with blocks,
-    except an ``if TYPE_CHECKING:`` block."""
+    except an ``if TYPE_CHECKING:`` block (unless ``type_checking``: a type checker reads it)."""
     out: list[ast.stmt] = []
     for node in body:
         if isinstance(node, ast.If):
             test = node.test
-            if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING" or \
-                    isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
-                out += _top_level(node.orelse)
+            if (
+                isinstance(test, ast.Name)
+                and test.id == "TYPE_CHECKING"
+                or isinstance(test, ast.Attribute)
+                and test.attr == "TYPE_CHECKING"
+            ):
+                out += _top_level(node.orelse, type_checking)
+                if type_checking:
+                    out += _top_level(node.body, type_checking)
                 continue
-            out += _top_level(node.body) + _top_level(node.orelse)
+            out += _top_level(node.body, type_checking) + _top_level(node.orelse, type_checking)
         elif isinstance(node, ast.Try):
-            out += _top_level(node.body) + _top_level(node.orelse) + _top_level(node.finalbody)
+            out += _top_level(node.body, type_checking) + _top_level(node.orelse, type_checking)
+            out += _top_level(node.finalbody, type_checking)
             for handler in node.handlers:
-                out += _top_level(handler.body)
+                out += _top_level(handler.body, type_checking)
         elif isinstance(node, ast.With):
-            out += _top_level(node.body)
+            out += _top_level(node.body, type_checking)
         else:
             out.append(node)
     return out
 
 
-def _imports(body: list[ast.stmt], in_functions: bool) -> list[ast.stmt]:
-    nodes = _top_level(body)
+def _imports(
+    body: list[ast.stmt], in_functions: bool, type_checking: bool = False
+) -> list[ast.stmt]:
+    nodes = _top_level(body, type_checking)
     if in_functions:  # also every import nested in a function or class body
-        nodes = [n for node in nodes for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        nodes = [
+            n
+            for node in nodes
+            for n in ast.walk(node)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+        ]
     return nodes
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path], in_functions: bool = False) -> set[str]:
+def imports_of(
+    name: str,
+    path: Path,
+    modules: dict[str, Path],
+    in_functions: bool = False,
+    type_checking: bool = False,
+) -> set[str]:
     """The package modules ``name`` imports at module level (with the packages those run first)."""
     is_package = path.name == "__init__.py"
     base = name.split(".") if is_package else name.split(".")[:-1]
     targets: set[str] = set()
-    for node in _imports(ast.parse(path.read_text(encoding="utf-8")).body, in_functions):
+    for node in _imports(
+        ast.parse(path.read_text(encoding="utf-8")).body, in_functions, type_checking
+    ):
         if isinstance(node, ast.Import):
             targets |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -84,7 +106,9 @@ def imports_of(name: str, path: Path, modules: dict[str, Path], in_functions: bo
     edges = set()
     for target in targets:
         parts = target.split(".")
-        for n in range(2, len(parts) + 1):  # a.b.c runs a.b's __init__ first; the facade "a" is exempt
+        for n in range(
+            2, len(parts) + 1
+        ):  # a.b.c runs a.b's __init__ first; the facade "a" is exempt
             prefix = ".".join(parts[:n])
             own_package = name.startswith(prefix + ".")  # already initialising when ``name`` runs
             if prefix in modules and prefix != name and (prefix == target or not own_package):
@@ -92,9 +116,14 @@ def imports_of(name: str, path: Path, modules: dict[str, Path], in_functions: bo
     return edges
 
 
-def import_graph(root: Path, in_functions: bool = False) -> dict[str, set[str]]:
+def import_graph(
+    root: Path, in_functions: bool = False, type_checking: bool = False
+) -> dict[str, set[str]]:
     modules = module_names(root)
-    return {name: imports_of(name, path, modules, in_functions) for name, path in modules.items()}
+    return {
+        name: imports_of(name, path, modules, in_functions, type_checking)
+        for name, path in modules.items()
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -107,7 +136,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -127,7 +156,9 @@ def test_the_minicache_package_has_no_import_cycle():
 
 
 # Lazy imports that must stay lazy, each with its reason; every other in-function import is checked too.
-LAZY_EDGES: dict[tuple[str, str], str] = {}  # none left: config.py reads EngineConfig from engine_config
+LAZY_EDGES: dict[
+    tuple[str, str], str
+] = {}  # none: config.models reads EngineConfig from config.engine
 
 
 def test_no_cycle_even_counting_imports_inside_functions_except_the_listed_lazy_ones():
@@ -145,16 +176,108 @@ def test_the_graph_sees_the_engines_stages_and_lazy_imports_stay_out():
     """The check is only as good as its edges: the engine's stage imports are found, and an import
     inside a function (engine -> embedding, stepcache used to import the engine that way) is not."""
     graph = import_graph(PACKAGE)
-    assert {"minicache.build", "minicache.miss", "minicache.hit_path", "minicache.answers",
-            "minicache.errors", "minicache.stepcache", "minicache.store"} <= graph["minicache.engine"]
-    assert "minicache.embedding" not in graph["minicache.engine"]
-    assert "minicache.engine" not in import_graph(PACKAGE, in_functions=True)["minicache.stepcache.cache"]
+    assert {
+        "minicache.build.builder",
+        "minicache.miss.path",
+        "minicache.hit.path",
+        "minicache.answers",
+        "minicache.errors",
+        "minicache.stepcache",
+        "minicache.store",
+    } <= graph["minicache.engine"]
+    assert "minicache.route.embedding" not in graph["minicache.engine"]
+    assert (
+        "minicache.engine"
+        not in import_graph(PACKAGE, in_functions=True)["minicache.stepcache.cache"]
+    )
     assert "minicache.store.base" in graph["minicache.store.sqlite"]
 
 
-def test_errors_imports_nothing_of_minicache_at_run_time():
-    """Every module imports errors.py; it must import none of them back (its one type-only import is exempt)."""
-    assert import_graph(PACKAGE)["minicache.errors"] == set()
+def test_no_cycle_even_counting_type_checking_imports():
+    """A cycle that only type hints close is still a knot in the design: two modules that cannot be
+    read apart. None is left."""
+    cycle = find_cycle(import_graph(PACKAGE, type_checking=True))
+    assert cycle is None, "import cycle through a TYPE_CHECKING import: " + " -> ".join(cycle or [])
+
+
+def test_errors_imports_nothing_of_minicache():
+    """Every module imports errors.py; it imports none of them back, not even for a type hint."""
+    assert import_graph(PACKAGE, in_functions=True, type_checking=True)["minicache.errors"] == set()
+
+
+# The pipeline's stages, in the order their imports run: a stage imports only earlier stages and the
+# foundation (errors, answers, request, events, config, models, sandbox, store), never a later one.
+STAGES = ("programs", "route", "miss", "hit", "build")
+FOUNDATION = {"errors", "answers", "request", "events", "config", "models", "sandbox", "store"}
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def stage_order_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that runs against the pipeline's order, as ``a -> b``."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = _area(module)
+        for target in sorted(targets):
+            there = _area(target)
+            if here == there or target == module.split(".")[0]:
+                continue
+            if here in FOUNDATION and there not in FOUNDATION:
+                found.append(f"{module} -> {target} (the foundation imports no stage)")
+            elif here in STAGES and there in STAGES and STAGES.index(there) > STAGES.index(here):
+                found.append(f"{module} -> {target} (a stage imports no later stage)")
+            elif here in STAGES and there not in STAGES and there not in FOUNDATION:
+                found.append(
+                    f"{module} -> {target} (a stage imports only stages and the foundation)"
+                )
+    return found
+
+
+def test_stage_imports_run_one_way_programs_route_miss_hit_build():
+    graph = import_graph(PACKAGE, in_functions=True, type_checking=True)
+    assert {f"minicache.{stage}" for stage in STAGES} <= set(graph)
+    assert stage_order_violations(graph) == []
+
+
+def test_the_stage_order_check_names_a_backwards_import(tmp_path):
+    pkg = tmp_path / "minicache"
+    for folder in ("hit", "build", "errors"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "hit" / "path.py").write_text("def later():\n    from minicache.build import queue\n")
+    (pkg / "build" / "queue.py").write_text("from minicache.hit import path\n")
+    graph = import_graph(pkg, in_functions=True)
+    assert stage_order_violations(graph) == [
+        "minicache.hit.path -> minicache.build (a stage imports no later stage)",
+        "minicache.hit.path -> minicache.build.queue (a stage imports no later stage)",
+    ]
+
+
+def test_no_module_of_the_core_imports_the_benchmark():
+    """The core wheel holds no benchmark code: not even a lazy import may reach for it."""
+    found = []
+    for name, path in module_names(PACKAGE).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            named = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{name} imports {n}" for n in named if n.split(".")[0] == "minicache_bench"]
+    assert found == []
+
+
+def test_the_package_root_holds_at_most_twelve_modules():
+    """Stages and concerns are folders; the root keeps the engine, the facade and the shared records."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 12, root
 
 
 def test_a_cycle_in_a_package_is_found_and_named(tmp_path):
@@ -163,12 +286,16 @@ def test_a_cycle_in_a_package_is_found_and_named(tmp_path):
     (pkg / "__init__.py").write_text("from .a import A\n")
     (pkg / "a.py").write_text("from .sub.b import B\nA = 1\n")
     (pkg / "sub" / "__init__.py").write_text("")
-    (pkg / "sub" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import A\n"
-                                      "def later():\n    from ..a import A\n    return A\n"
-                                      "try:\n    from .. import c\nexcept ImportError:\n    c = None\nB = 2\n")
+    (pkg / "sub" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..a import A\n"
+        "def later():\n    from ..a import A\n    return A\n"
+        "try:\n    from .. import c\nexcept ImportError:\n    c = None\nB = 2\n"
+    )
     (pkg / "c.py").write_text("import pkg.a\n")
     graph = import_graph(pkg)
-    assert graph["pkg.sub.b"] == {"pkg.c"}  # the TYPE_CHECKING and in-function imports are not edges
+    assert graph["pkg.sub.b"] == {
+        "pkg.c"
+    }  # the TYPE_CHECKING and in-function imports are not edges
     assert graph["pkg.a"] == {"pkg.sub", "pkg.sub.b"}
     assert find_cycle(graph) == ["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]
     (pkg / "c.py").write_text("X = 3\n")
@@ -186,16 +313,35 @@ def test_every_exception_minicache_defines_lives_in_errors_py():
 
     from minicache import errors
 
-    ours = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, BaseException)}
-    exception_names = ours | {"HTTPException"} | {
-        n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    ours = {
+        n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, BaseException)
+    }
+    exception_names = (
+        ours
+        | {"HTTPException"}
+        | {
+            n
+            for n, v in vars(builtins).items()
+            if isinstance(v, type) and issubclass(v, BaseException)
+        }
+    )
     found = []
     for name, path in module_names(PACKAGE).items():
         if name == "minicache.errors":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            bases = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else ""
-                     for b in getattr(node, "bases", [])} if isinstance(node, ast.ClassDef) else set()
+            bases = (
+                {
+                    b.id
+                    if isinstance(b, ast.Name)
+                    else b.attr
+                    if isinstance(b, ast.Attribute)
+                    else ""
+                    for b in getattr(node, "bases", [])
+                }
+                if isinstance(node, ast.ClassDef)
+                else set()
+            )
             if bases & exception_names and not node.name.startswith("_"):  # type: ignore[attr-defined]
                 found.append(f"{name}.{node.name}")  # type: ignore[attr-defined]
     assert set(found) == OUTSIDE_ERRORS_PY
@@ -203,21 +349,39 @@ def test_every_exception_minicache_defines_lives_in_errors_py():
 
 def test_every_error_is_a_minicache_error_and_old_import_paths_still_work():
     from minicache import errors
-    from minicache.extraction import ExtractionError
-    from minicache.hit import HitRefused
+    from minicache.hit.extraction import ExtractionError
+    from minicache.hit.verify import HitRefused
     from minicache.models.smoke import SmokeCheckError
+    from minicache.programs.signature import ProgramShapeError
     from minicache.sandbox import SandboxError, SandboxUnavailable, SandboxViolation
     from minicache.stepcache import NotAStepTask
     from minicache.stepcache.linear import ParseError
-    from minicache.synthesis import ProgramShapeError
 
-    classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, BaseException)]
+    classes = [
+        v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, BaseException)
+    ]
     assert len(classes) > 20 and all(issubclass(c, errors.MiniCacheError) for c in classes)
-    assert (ExtractionError, HitRefused, SmokeCheckError, SandboxError, SandboxUnavailable, SandboxViolation,
-            NotAStepTask, ParseError, ProgramShapeError) == (
-        errors.ExtractionError, errors.HitRefused, errors.SmokeCheckError, errors.SandboxError,
-        errors.SandboxUnavailable, errors.SandboxViolation, errors.NotAStepTask,
-        errors.StepParseError, errors.ProgramShapeError)
+    assert (
+        ExtractionError,
+        HitRefused,
+        SmokeCheckError,
+        SandboxError,
+        SandboxUnavailable,
+        SandboxViolation,
+        NotAStepTask,
+        ParseError,
+        ProgramShapeError,
+    ) == (
+        errors.ExtractionError,
+        errors.HitRefused,
+        errors.SmokeCheckError,
+        errors.SandboxError,
+        errors.SandboxUnavailable,
+        errors.SandboxViolation,
+        errors.NotAStepTask,
+        errors.StepParseError,
+        errors.ProgramShapeError,
+    )
     # Callers that caught ValueError for these keep working.
     assert all(issubclass(c, ValueError) for c in (ParseError, ProgramShapeError))
     # A value that is not an answer is not a sandbox failure; both are a program's failure.
@@ -229,6 +393,9 @@ def test_every_error_is_a_minicache_error_and_old_import_paths_still_work():
 def test_every_module_fits_in_a_head_at_most_400_lines():
     """Issue 17's limit, kept: a module past it is split before it grows (bench/methods.py once
     reached 452 lines unnoticed)."""
-    long = {name: n for name, path in module_names(PACKAGE).items()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
+    long = {
+        name: n
+        for name, path in module_names(PACKAGE).items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
+    }
     assert long == {}

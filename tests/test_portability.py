@@ -13,21 +13,48 @@ from fakes import CR_VALUES, CURRENT_RATIO, SIMPLE_INTEREST, HashEmbedder
 from minicache import portability
 from minicache.engine import InvalidRequest
 from minicache.portability import EntryExport, load_export, parse_export
+from minicache.programs.signature import parse_signature
 from minicache.sandbox import SandboxViolation
-from minicache.store import Entry, Example, SQLiteStore, StoreError, Variable, new_id, open_store, program_hash
-from minicache.synthesis import parse_signature
+from minicache.store import (
+    Entry,
+    Example,
+    SQLiteStore,
+    StoreError,
+    Variable,
+    new_id,
+    open_store,
+    program_hash,
+)
 
 
 def exported(domain=CURRENT_RATIO, values=CR_VALUES[0], entry_id="ent_a", group="label:cr") -> dict:
     """An entry as an export writes it (built from the fake world's parameterized program)."""
     program = domain.program(list(values))
     template = [v.as_dict() for v in parse_signature(program).template]
-    return {"id": entry_id, "tenant": "a", "group_id": group, "version": 1, "status": "active",
-            "template": template, "program": program, "program_hash": program_hash(program),
-            "validation": {"extraction": "choice", "passed": 3, "of": 3}, "rules": {},
-            "hits": 4, "failures": 0, "created_at": 1.7e9, "updated_at": 1.7e9,
-            "examples": [{"question": domain.ask(*values), "context": None, "answer": domain.answer(*values),
-                          "variables": dict(zip(domain.names, values, strict=True))}]}
+    return {
+        "id": entry_id,
+        "tenant": "a",
+        "group_id": group,
+        "version": 1,
+        "status": "active",
+        "template": template,
+        "program": program,
+        "program_hash": program_hash(program),
+        "validation": {"extraction": "choice", "passed": 3, "of": 3},
+        "rules": {},
+        "hits": 4,
+        "failures": 0,
+        "created_at": 1.7e9,
+        "updated_at": 1.7e9,
+        "examples": [
+            {
+                "question": domain.ask(*values),
+                "context": None,
+                "answer": domain.answer(*values),
+                "variables": dict(zip(domain.names, values, strict=True)),
+            }
+        ],
+    }
 
 
 def two_entries() -> list[dict]:
@@ -75,9 +102,14 @@ INVALID = {
     # document shape
     "not a list": ({"entries": []}, "expected a JSON list"),
     "entry not an object": (two_entries()[:1] + ["an entry"], "entry 1: not a JSON object"),
-    "repeated id": (two_entries()[:1] + [exported(SIMPLE_INTEREST, (1, 2, 3), "ent_a", "label:si")],
-                    "entry 1: id 'ent_a' repeats entry 0's"),
-    "repeated group": (two_entries()[:1] + [exported(entry_id="ent_c")], "entry 1: group_id 'label:cr' repeats"),
+    "repeated id": (
+        two_entries()[:1] + [exported(SIMPLE_INTEREST, (1, 2, 3), "ent_a", "label:si")],
+        "entry 1: id 'ent_a' repeats entry 0's",
+    ),
+    "repeated group": (
+        two_entries()[:1] + [exported(entry_id="ent_c")],
+        "entry 1: group_id 'label:cr' repeats",
+    ),
     # integers out of range or of the wrong type
     "hits 10**30": (_with("hits", 10**30), "entry 1: hits: "),
     "failures 2**63": (_with("failures", 2**63), "entry 1: failures: "),
@@ -87,18 +119,45 @@ INVALID = {
     "hits a string": (_with("hits", "3"), "entry 1: hits: "),
     "version not a number": (_with("version", "v2"), "entry 1: version: "),
     # NaN / Infinity anywhere
-    "NaN in validation": (_with("validation.passed", float("nan")), "entry 1: validation.passed: nan is not allowed"),
-    "Infinity in an answer": (_with("examples.0.answer", float("inf")), "examples[0].answer: inf is not allowed"),
-    "-Infinity in variables": (_with("examples.0.variables.years", float("-inf")), "variables.years: -inf"),
-    "NaN as a template example": (_with("template.0.example", float("nan")), "template[0].example: nan"),
+    "NaN in validation": (
+        _with("validation.passed", float("nan")),
+        "entry 1: validation.passed: nan is not allowed",
+    ),
+    "Infinity in an answer": (
+        _with("examples.0.answer", float("inf")),
+        "examples[0].answer: inf is not allowed",
+    ),
+    "-Infinity in variables": (
+        _with("examples.0.variables.years", float("-inf")),
+        "variables.years: -inf",
+    ),
+    "NaN as a template example": (
+        _with("template.0.example", float("nan")),
+        "template[0].example: nan",
+    ),
     # NUL and lone surrogates in any string
     "NUL in group_id": (_with("group_id", "label:s\x00i"), "entry 1: group_id: contains a NUL"),
-    "NUL in a question": (_with("examples.0.question", "What\x00?"), "examples[0].question: contains a NUL"),
-    "NUL in the program": (_with("program", "def solve(x=1):\n    return x\x00\n"), "program: contains a NUL"),
+    "NUL in a question": (
+        _with("examples.0.question", "What\x00?"),
+        "examples[0].question: contains a NUL",
+    ),
+    "NUL in the program": (
+        _with("program", "def solve(x=1):\n    return x\x00\n"),
+        "program: contains a NUL",
+    ),
     "NUL in a key": (_with("validation", {"a\x00": 1}), "validation: a key contains a NUL"),
-    "surrogate in group_id": (_with("group_id", "label:\ud800"), "group_id: contains a lone surrogate"),
-    "surrogate in a question": (_with("examples.0.question", "rate \udfff?"), "question: contains a lone surrogate"),
-    "surrogate in a description": (_with("template.0.description", "\ud83d"), "template[0].description: contains"),
+    "surrogate in group_id": (
+        _with("group_id", "label:\ud800"),
+        "group_id: contains a lone surrogate",
+    ),
+    "surrogate in a question": (
+        _with("examples.0.question", "rate \udfff?"),
+        "question: contains a lone surrogate",
+    ),
+    "surrogate in a description": (
+        _with("template.0.description", "\ud83d"),
+        "template[0].description: contains",
+    ),
     "surrogate in the id": (_with("id", "ent_\ud800"), "entry 1: id: contains a lone surrogate"),
     # wrong types and shapes
     "program not a string": (_with("program", 5), "entry 1: program: "),
@@ -109,26 +168,52 @@ INVALID = {
     "examples not a list": (_with("examples", "none"), "entry 1: examples: "),
     "empty question": (_with("examples.0.question", ""), "examples[0].question: "),
     "blank group_id": (_with("group_id", "   "), "entry 1: group_id: "),
-    "missing group_id": ([exported(), {k: v for k, v in exported(entry_id="x").items() if k != "group_id"}],
-                         "entry 1: group_id: Field required"),
+    "missing group_id": (
+        [exported(), {k: v for k, v in exported(entry_id="x").items() if k != "group_id"}],
+        "entry 1: group_id: Field required",
+    ),
     "unknown status": (_with("status", "zombie"), "entry 1: status: "),
     "unknown template field": (_with("template.0.colour", "red"), "template[0].colour: "),
     "unknown template type": (_with("template.0.type", "complex"), "template[0].type: "),
     "unknown entry field": (_with("hit", 3), "entry 1: hit: "),
-    "too deep": (_with("validation.deep", json.loads("[" * 40 + "]" * 40)), "nested deeper than 32"),
+    "too deep": (
+        _with("validation.deep", json.loads("[" * 40 + "]" * 40)),
+        "nested deeper than 32",
+    ),
     "too many examples": (_with("examples", exported()["examples"] * 101), "entry 1: examples: "),
     # programs: the sandbox gate, the solve() shape, and agreement with the template
-    "forbidden import": (_with("program", "import os\ndef solve(x=1,  # x\n):\n    return x\n"),
-                         "program: Value error, refused by the sandbox"),
-    "dunder access": (_with("program", "def solve(x=1):\n    return x.__class__\n"), "refused by the sandbox"),
-    "no solve function": (_with("program", "def other(x=1):\n    return x\n"), "not a parameterized solve()"),
-    "parameter without default": (_with("program", "def solve(a, b):\n    return a / b\n"),
-                                  "not a parameterized solve()"),
-    "program_hash mismatch": (_with("program_hash", "0" * 64), "entry 1: program_hash does not match"),
-    "template names differ": (_with("template.0.name", "capital"), "are not the program's parameters"),
-    "rule for an unknown variable": (_with("rules", {"nope": {"kind": "anchor", "words": ["x"]}}),
-                                     "rules.nope: not a template variable"),
-    "malformed rule": (_with("rules", {"principal": {"kind": "anchor"}}), "rules.principal: not a valid"),
+    "forbidden import": (
+        _with("program", "import os\ndef solve(x=1,  # x\n):\n    return x\n"),
+        "program: Value error, refused by the sandbox",
+    ),
+    "dunder access": (
+        _with("program", "def solve(x=1):\n    return x.__class__\n"),
+        "refused by the sandbox",
+    ),
+    "no solve function": (
+        _with("program", "def other(x=1):\n    return x\n"),
+        "not a parameterized solve()",
+    ),
+    "parameter without default": (
+        _with("program", "def solve(a, b):\n    return a / b\n"),
+        "not a parameterized solve()",
+    ),
+    "program_hash mismatch": (
+        _with("program_hash", "0" * 64),
+        "entry 1: program_hash does not match",
+    ),
+    "template names differ": (
+        _with("template.0.name", "capital"),
+        "are not the program's parameters",
+    ),
+    "rule for an unknown variable": (
+        _with("rules", {"nope": {"kind": "anchor", "words": ["x"]}}),
+        "rules.nope: not a template variable",
+    ),
+    "malformed rule": (
+        _with("rules", {"principal": {"kind": "anchor"}}),
+        "rules.principal: not a valid",
+    ),
 }
 
 
@@ -150,9 +235,13 @@ def test_every_program_goes_through_the_sandbox_gate(monkeypatch):
         raise SandboxViolation("the hardened gate says no")
 
     monkeypatch.setattr(portability, "check_program", gate)
-    with pytest.raises(InvalidRequest, match="entry 0: program: refused by the sandbox: the hardened gate says no"):
+    with pytest.raises(
+        InvalidRequest, match="entry 0: program: refused by the sandbox: the hardened gate says no"
+    ):
         parse_export(two_entries())
-    assert seen == [e["program"] for e in two_entries()]  # every entry's program, not only the first
+    assert seen == [
+        e["program"] for e in two_entries()
+    ]  # every entry's program, not only the first
 
 
 def test_the_model_itself_rejects_what_parse_export_rejects():
@@ -167,7 +256,9 @@ def test_load_export_reads_files_and_names_them(tmp_path):
     path = tmp_path / "entries.json"
     path.write_text(json.dumps(two_entries()), encoding="utf-8")
     assert len(load_export(path)) == 2
-    path.write_text('[{"group_id": NaN}]', encoding="utf-8")  # Python's json accepts NaN: the model must not
+    path.write_text(
+        '[{"group_id": NaN}]', encoding="utf-8"
+    )  # Python's json accepts NaN: the model must not
     with pytest.raises(InvalidRequest, match="entries.json: entry 0: group_id: nan is not allowed"):
         load_export(path)
     path.write_bytes(b"[\xff]")
@@ -196,13 +287,26 @@ def store(request, tmp_path):
 
 def _entry(group: str, entry_id: str | None = None, tenant: str = "t") -> Entry:
     program = CURRENT_RATIO.program(list(CR_VALUES[0]))
-    return Entry(id=entry_id or new_id("ent"), tenant=tenant, group_id=group, program=program,
-                 template=parse_signature(program).template)
+    return Entry(
+        id=entry_id or new_id("ent"),
+        tenant=tenant,
+        group_id=group,
+        program=program,
+        template=parse_signature(program).template,
+    )
 
 
 def _example(group: str, example_id: str | None = None, tenant: str = "t") -> Example:
-    return Example(id=example_id or new_id("ex"), tenant=tenant, group_id=group, question="q", context=None,
-                   program="p", answer=1.5, variables={"x": 1})
+    return Example(
+        id=example_id or new_id("ex"),
+        tenant=tenant,
+        group_id=group,
+        question="q",
+        context=None,
+        program="p",
+        answer=1.5,
+        variables={"x": 1},
+    )
 
 
 def nothing_in(store, tenant: str = "t") -> bool:
@@ -251,8 +355,14 @@ def test_importing_a_document_writes_every_entry_with_fresh_ids_and_routable_exa
     assert n == 2 and embedder.calls == 2
     imported = {e.group_id: e for e in store.list_entries("b", "active")}
     assert set(imported) == {"label:cr", "label:si"}
-    assert imported["label:cr"].id != "ent_a" and imported["label:cr"].validation["imported_from"] == "ent_a"
-    assert imported["label:cr"].hits == 4 and imported["label:cr"].program == two_entries()[0]["program"]
+    assert (
+        imported["label:cr"].id != "ent_a"
+        and imported["label:cr"].validation["imported_from"] == "ent_a"
+    )
+    assert (
+        imported["label:cr"].hits == 4
+        and imported["label:cr"].program == two_entries()[0]["program"]
+    )
     ids, matrix = store.routing_index("b")
     assert sorted(ids) == ["label:cr", "label:si"] and matrix.shape == (2, 256)
 
@@ -325,11 +435,19 @@ def test_an_engine_routes_to_imported_examples_at_once(tmp_path, sandbox):
     from minicache.engine import EngineConfig, MiniCache
 
     target = FakeTarget()
-    mc = MiniCache(target, FakeSmall(), store=str(tmp_path / "mc.db"), embedder=HashEmbedder(), sandbox=sandbox,
-                   # no sampled audit: one would answer the hit again with the target (5% of runs failed)
-                   config=EngineConfig(background_builds=False, route_refresh_s=3600.0, audit_rate=0.0))
+    mc = MiniCache(
+        target,
+        FakeSmall(),
+        store=str(tmp_path / "mc.db"),
+        embedder=HashEmbedder(),
+        sandbox=sandbox,
+        # no sampled audit: one would answer the hit again with the target (5% of runs failed)
+        config=EngineConfig(background_builds=False, route_refresh_s=3600.0, audit_rate=0.0),
+    )
     try:
-        assert mc.solve(SIMPLE_INTEREST.ask(*(8000, 4, 2)), tenant="b").route == "miss"  # loads b's index
+        assert (
+            mc.solve(SIMPLE_INTEREST.ask(*(8000, 4, 2)), tenant="b").route == "miss"
+        )  # loads b's index
         assert mc.import_entries(two_entries()[:1], tenant="b") == 1
         result = mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3]), tenant="b")
         assert result.route == "hit" and result.group == "label:cr"

@@ -11,11 +11,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..errors import ModelRequestsBlocked
+from minicache.errors import ModelRequestsBlocked
 
 # In-process compute (llama.cpp models, the NumPy embedder) takes one process-wide lock, requests
 # ahead of background builds (compute.py). Re-entrant: the target holds it while its drafter drafts.
-from .compute import CPU_LOCK  # noqa: F401 - re-exported
+from minicache.models.compute import CPU_LOCK  # noqa: F401 - re-exported
 
 Role = Literal["system", "user", "assistant"]
 
@@ -51,7 +51,9 @@ class GenerationOptions:
     temperature: float = 0.0
     stop: tuple[str, ...] = ()
     json_schema: dict[str, Any] | None = None
-    grammar: str | None = None  # a GBNF grammar; only backends with supports_grammar = True accept it
+    grammar: str | None = (
+        None  # a GBNF grammar; only backends with supports_grammar = True accept it
+    )
     draft: DraftKind | None = None
     draft_text: str | None = None
     seed: int | None = None
@@ -86,7 +88,9 @@ class ModelBackend(Protocol):
 
     name: str
 
-    def complete(self, messages: list[Message], options: GenerationOptions | None = None) -> Completion: ...
+    def complete(
+        self, messages: list[Message], options: GenerationOptions | None = None
+    ) -> Completion: ...
 
     def close(self) -> None: ...
 

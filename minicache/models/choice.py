@@ -95,9 +95,13 @@ def _text_piece(piece: bytes) -> tuple[bytes, bool] | None:
     return kept, quote >= 0
 
 
-def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
-                  eval_tokens: Callable[[list[int]], np.ndarray], pending: Sequence[int],
-                  token_bytes: Callable[[int], bytes] | None = None) -> Decoded:
+def decode_object(
+    fields: list[Field],
+    tokenize: Callable[[str], list[int]],
+    eval_tokens: Callable[[list[int]], np.ndarray],
+    pending: Sequence[int],
+    token_bytes: Callable[[int], bytes] | None = None,
+) -> Decoded:
     """Decode the object after ``pending`` (prompt tokens not yet evaluated; at least one).
 
     ``eval_tokens(batch)`` evaluates a batch and returns the logits after its last token;
@@ -137,12 +141,20 @@ def decode_object(fields: list[Field], tokenize: Callable[[str], list[int]],
         values[spec.key] = spec.allowed[index]
         if margin is not None:
             margins[spec.key] = margin
-    return Decoded(json.dumps(values), values, state.out, state.evals, state.first,
-                   time.perf_counter() - began, margins)
+    return Decoded(
+        json.dumps(values),
+        values,
+        state.out,
+        state.evals,
+        state.first,
+        time.perf_counter() - began,
+        margins,
+    )
 
 
-def _decode_choice(paths: list[list[int]], logits: Callable[[], np.ndarray],
-                   push: Callable[[list[int]], None]) -> tuple[int, float | None]:
+def _decode_choice(
+    paths: list[list[int]], logits: Callable[[], np.ndarray], push: Callable[[list[int]], None]
+) -> tuple[int, float | None]:
     """The index of one of the allowed values' token ``paths`` and the choice's margin (None if the
     paths never branched): forced tokens are only queued; the model decides where the paths branch."""
     chosen: list[int] = []
@@ -150,7 +162,7 @@ def _decode_choice(paths: list[list[int]], logits: Callable[[], np.ndarray],
     margin: float | None = None
     while True:
         if len(live) == 1 or all(paths[j] == paths[live[0]] for j in live):
-            push(paths[live[0]][len(chosen):])
+            push(paths[live[0]][len(chosen) :])
             return live[0], margin
         nexts = sorted({paths[j][len(chosen)] for j in live if len(paths[j]) > len(chosen)})
         if len(nexts) == 1:
@@ -163,11 +175,18 @@ def _decode_choice(paths: list[list[int]], logits: Callable[[], np.ndarray],
             margin = gap if margin is None else min(margin, gap)
         chosen.append(token)
         push([token])
-        live = [j for j in live if len(paths[j]) >= len(chosen) and paths[j][len(chosen) - 1] == token]
+        live = [
+            j for j in live if len(paths[j]) >= len(chosen) and paths[j][len(chosen) - 1] == token
+        ]
 
 
-def _decode_text(field: Field, logits: Callable[[], np.ndarray], push: Callable[[list[int]], None],
-                 token_bytes: Callable[[int], bytes], tokenize: Callable[[str], list[int]]) -> str:
+def _decode_text(
+    field: Field,
+    logits: Callable[[], np.ndarray],
+    push: Callable[[list[int]], None],
+    token_bytes: Callable[[int], bytes],
+    tokenize: Callable[[str], list[int]],
+) -> str:
     """Greedy text up to the model's closing quote (or the length limits)."""
     text = b""
     for _ in range(MAX_TEXT_TOKENS):
@@ -188,4 +207,4 @@ def _decode_text(field: Field, logits: Callable[[], np.ndarray], push: Callable[
         push([int(token)])
         if len(text.decode("utf-8", errors="ignore")) >= field.max_chars:
             break
-    return text.decode("utf-8", errors="ignore")[:field.max_chars].strip()
+    return text.decode("utf-8", errors="ignore")[: field.max_chars].strip()

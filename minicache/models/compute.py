@@ -74,7 +74,9 @@ def _share_from_env() -> float:
     try:
         share = float(raw)
     except ValueError as exc:
-        raise ValueError(f"MINICACHE_BACKGROUND_SHARE must be a number from 0 to 1, got {raw!r}") from exc
+        raise ValueError(
+            f"MINICACHE_BACKGROUND_SHARE must be a number from 0 to 1, got {raw!r}"
+        ) from exc
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"MINICACHE_BACKGROUND_SHARE must be a number from 0 to 1, got {raw!r}")
     return share
@@ -86,8 +88,12 @@ class ComputeLock:
     ``clock`` is injectable for tests.
     """
 
-    def __init__(self, background_share: float | None = None, max_credit_s: float = MAX_CREDIT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        background_share: float | None = None,
+        max_credit_s: float = MAX_CREDIT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.background_share = _share_from_env() if background_share is None else background_share
         self.max_credit_s = max_credit_s
         self._clock = clock
@@ -97,9 +103,13 @@ class ComputeLock:
         self._owner_background = False
         self._held_since = 0.0
         self._foreground_waiting = 0
-        self._contended_since: float | None = None  # when a request began waiting on a background holder
+        self._contended_since: float | None = (
+            None  # when a request began waiting on a background holder
+        )
         self._credit = 0.0
-        self.yields = 0  # how often background work stepped aside (reported by tests and the benchmark)
+        self.yields = (
+            0  # how often background work stepped aside (reported by tests and the benchmark)
+        )
 
     # -- the RLock interface ---------------------------------------------------------------
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -112,7 +122,11 @@ class ComputeLock:
                 return True
             if not background:
                 self._foreground_waiting += 1
-                if self._owner is not None and self._owner_background and self._contended_since is None:
+                if (
+                    self._owner is not None
+                    and self._owner_background
+                    and self._contended_since is None
+                ):
                     self._contended_since = self._clock()
             began = time.perf_counter()
             try:
@@ -191,7 +205,9 @@ class ComputeLock:
             if self._contended_since is not None:  # the share it used while a request waited
                 self._credit = max(0.0, self._credit - (now - self._contended_since))
         else:
-            self._credit = min(self.max_credit_s, self._credit + self.background_share * (now - self._held_since))
+            self._credit = min(
+                self.max_credit_s, self._credit + self.background_share * (now - self._held_since)
+            )
         self._owner, self._depth, self._owner_background = None, 0, False
         self._contended_since = None
         self._cond.notify_all()

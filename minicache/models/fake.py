@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import BackendError
-from .base import Completion, GenerationOptions, Message
+from minicache.errors import BackendError
+from minicache.models.base import Completion, GenerationOptions, Message
 
 Reply = str | dict[str, Any] | Exception
 ReplyFunction = Callable[[list[Message], GenerationOptions], Reply]
@@ -50,7 +50,9 @@ class FakeBackend:
 
         return cls(next_reply, name=name)
 
-    def complete(self, messages: list[Message], options: GenerationOptions | None = None) -> Completion:
+    def complete(
+        self, messages: list[Message], options: GenerationOptions | None = None
+    ) -> Completion:
         opts = options or GenerationOptions()
         with self._lock:
             self.calls.append(FakeCall(list(messages), opts))
@@ -59,8 +61,12 @@ class FakeBackend:
             raise reply
         text = json.dumps(reply) if isinstance(reply, dict) else str(reply)
         prompt_words = sum(len(m.content.split()) for m in messages)
-        return Completion(text=text, prompt_tokens=prompt_words, completion_tokens=len(text.split()),
-                          model=self.name)
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_words,
+            completion_tokens=len(text.split()),
+            model=self.name,
+        )
 
     def close(self) -> None:
         pass

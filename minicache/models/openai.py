@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from ..errors import BackendError, BackendResponseError, BackendTimeout, BackendUnavailable
-from .base import Completion, GenerationOptions, Message, check_real_models_allowed
+from minicache.errors import BackendError, BackendResponseError, BackendTimeout, BackendUnavailable
+from minicache.models.base import Completion, GenerationOptions, Message, check_real_models_allowed
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,12 @@ class ServerProfile:
 
 
 def _json_schema_format(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"response_format": {"type": "json_schema",
-                                "json_schema": {"name": "minicache_output", "schema": schema}}}
+    return {
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "minicache_output", "schema": schema},
+        }
+    }
 
 
 def _json_object_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -63,12 +67,24 @@ RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 class OpenAIBackend:
     """Chat completions over HTTP with timeouts, retries with exponential backoff and clear errors."""
 
-    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, profile: str = "openai",
-                 timeout_s: float = 120.0, connect_timeout_s: float = 5.0, retries: int = 2,
-                 backoff_s: float = 0.5, transport: httpx.BaseTransport | None = None,
-                 name: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        profile: str = "openai",
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 5.0,
+        retries: int = 2,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+        name: str | None = None,
+    ) -> None:
         if profile not in PROFILES:
-            raise BackendError(f"unknown server profile {profile!r}; choose one of {', '.join(sorted(PROFILES))}")
+            raise BackendError(
+                f"unknown server profile {profile!r}; choose one of {', '.join(sorted(PROFILES))}"
+            )
         self.base_url = base_url.rstrip("/")
         if not self.base_url.endswith("/v1"):
             self.base_url += "/v1"
@@ -79,13 +95,18 @@ class OpenAIBackend:
         self.name = name or f"{profile}:{model}"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
-            headers=headers, transport=transport,
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s))
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+        )
 
     def _body(self, messages: list[Message], opts: GenerationOptions) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": self.model, "messages": [m.as_dict() for m in messages],
-            "max_tokens": opts.max_tokens, "temperature": opts.temperature, "stream": True,
+            "model": self.model,
+            "messages": [m.as_dict() for m in messages],
+            "max_tokens": opts.max_tokens,
+            "temperature": opts.temperature,
+            "stream": True,
         }
         if opts.stop:
             body["stop"] = list(opts.stop)
@@ -98,7 +119,9 @@ class OpenAIBackend:
         body.update(dict(self.profile.extra_body))
         return body
 
-    def complete(self, messages: list[Message], options: GenerationOptions | None = None) -> Completion:
+    def complete(
+        self, messages: list[Message], options: GenerationOptions | None = None
+    ) -> Completion:
         check_real_models_allowed(f"OpenAIBackend({self.base_url})")
         opts = options or GenerationOptions()
         body = self._body(messages, opts)
@@ -118,8 +141,10 @@ class OpenAIBackend:
                     raise
                 last = exc
         assert last is not None
-        raise type(last)(f"{last} (gave up after {self.retries + 1} attempts)",
-                         **({"status": last.status} if isinstance(last, BackendResponseError) else {}))
+        raise type(last)(
+            f"{last} (gave up after {self.retries + 1} attempts)",
+            **({"status": last.status} if isinstance(last, BackendResponseError) else {}),
+        )
 
     def _stream(self, url: str, body: dict[str, Any]) -> Completion:
         began = time.perf_counter()
@@ -134,7 +159,8 @@ class OpenAIBackend:
                     response.read()
                     raise BackendResponseError(
                         f"{url} answered HTTP {response.status_code}: {_error_text(response)}",
-                        status=response.status_code)
+                        status=response.status_code,
+                    )
                 for line in response.iter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -144,9 +170,13 @@ class OpenAIBackend:
                     try:
                         event = json.loads(data)
                     except json.JSONDecodeError as exc:
-                        raise BackendResponseError(f"{url} sent a malformed stream event: {data[:200]!r}") from exc
+                        raise BackendResponseError(
+                            f"{url} sent a malformed stream event: {data[:200]!r}"
+                        ) from exc
                     if "error" in event:
-                        raise BackendResponseError(f"{url} reported an error mid-stream: {event['error']}")
+                        raise BackendResponseError(
+                            f"{url} reported an error mid-stream: {event['error']}"
+                        )
                     usage = event.get("usage") or usage
                     for choice in event.get("choices") or []:
                         piece = (choice.get("delta") or {}).get("content")
@@ -157,7 +187,9 @@ class OpenAIBackend:
                             chunks += 1
                         finish = choice.get("finish_reason") or finish
         except httpx.TimeoutException as exc:
-            raise BackendTimeout(f"{url} did not answer within the timeout ({exc.__class__.__name__})") from exc
+            raise BackendTimeout(
+                f"{url} did not answer within the timeout ({exc.__class__.__name__})"
+            ) from exc
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
             raise BackendUnavailable(f"cannot reach {url}: {exc}") from exc
         except httpx.HTTPError as exc:
@@ -168,7 +200,11 @@ class OpenAIBackend:
             text="".join(parts),
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", chunks)),
-            prefill_s=first - began, decode_s=end - first, finish_reason=finish, model=self.model)
+            prefill_s=first - began,
+            decode_s=end - first,
+            finish_reason=finish,
+            model=self.model,
+        )
 
     def close(self) -> None:
         self._client.close()

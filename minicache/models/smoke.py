@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import SmokeCheckError  # re-exported
+from minicache.errors import SmokeCheckError  # re-exported
 
 SMOKE_TIMEOUT_S = 180.0
 
@@ -42,9 +42,11 @@ print(json.dumps({"system_info": info, "version": llama_cpp.__version__, "text":
                   "seconds": time.perf_counter() - t0}), flush=True)
 """
 
-FIX = ("Rebuild llama-cpp-python as the portable CPU variant (AVX2/FMA/F16C, no AMX or AVX-512): "
-       "`rm -rf .venv ~/.cache/minicache/wheels && make setup` (do not set MINICACHE_LLAMA_BUILD=native "
-       "or CMAKE_ARGS). See README, 'Portable build'.")
+FIX = (
+    "Rebuild llama-cpp-python as the portable CPU variant (AVX2/FMA/F16C, no AMX or AVX-512): "
+    "`rm -rf .venv ~/.cache/minicache/wheels && make setup` (do not set MINICACHE_LLAMA_BUILD=native "
+    "or CMAKE_ARGS). See README, 'Portable build'."
+)
 
 
 @dataclass
@@ -79,9 +81,19 @@ def cpu_flags() -> set[str]:
 
 
 # llama.cpp's feature names that a CPU must report for the build to be safe to run.
-_NEEDS_FLAG = {"AVX": "avx", "AVX2": "avx2", "FMA": "fma", "F16C": "f16c", "AVX512": "avx512f",
-               "AVX512_VBMI": "avx512vbmi", "AVX512_VNNI": "avx512_vnni", "AVX512_BF16": "avx512_bf16",
-               "AMX_INT8": "amx_int8", "AVX_VNNI": "avx_vnni", "BMI2": "bmi2"}
+_NEEDS_FLAG = {
+    "AVX": "avx",
+    "AVX2": "avx2",
+    "FMA": "fma",
+    "F16C": "f16c",
+    "AVX512": "avx512f",
+    "AVX512_VBMI": "avx512vbmi",
+    "AVX512_VNNI": "avx512_vnni",
+    "AVX512_BF16": "avx512_bf16",
+    "AMX_INT8": "amx_int8",
+    "AVX_VNNI": "avx_vnni",
+    "BMI2": "bmi2",
+}
 
 
 def missing_cpu_features(build_features: list[str], flags: set[str] | None = None) -> list[str]:
@@ -104,11 +116,18 @@ def _describe_crash(returncode: int, stderr: str) -> str:
         "SIGKILL": "the child was killed (out of memory?)",
     }.get(name, "the native llama.cpp library crashed")
     tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
-    return f"llama.cpp crashed with {name}: {cause}." + (f" Last stderr line: {tail[0]}" if tail else "")
+    return f"llama.cpp crashed with {name}: {cause}." + (
+        f" Last stderr line: {tail[0]}" if tail else ""
+    )
 
 
-def run_child(model: str | Path, *, python: str = sys.executable, script: str | None = None,
-              timeout_s: float = SMOKE_TIMEOUT_S) -> SmokeResult:
+def run_child(
+    model: str | Path,
+    *,
+    python: str = sys.executable,
+    script: str | None = None,
+    timeout_s: float = SMOKE_TIMEOUT_S,
+) -> SmokeResult:
     """Load ``model`` and decode one token in a fresh interpreter (``"-"``: only read the build info).
 
     ``python`` and ``script`` are seams for tests, which stand in a child that crashes.
@@ -116,14 +135,25 @@ def run_child(model: str | Path, *, python: str = sys.executable, script: str | 
     model = str(model)
     start = time.perf_counter()
     try:
-        proc = subprocess.run([python, "-c", script or _CHILD, model], capture_output=True, text=True,
-                              timeout=timeout_s, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [python, "-c", script or _CHILD, model],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        return SmokeResult(False, time.perf_counter() - start, model,
-                           error=f"loading the model and decoding one token took over {timeout_s:.0f} s")
+        return SmokeResult(
+            False,
+            time.perf_counter() - start,
+            model,
+            error=f"loading the model and decoding one token took over {timeout_s:.0f} s",
+        )
     seconds = time.perf_counter() - start
     if proc.returncode < 0:
-        return SmokeResult(False, seconds, model, error=_describe_crash(proc.returncode, proc.stderr))
+        return SmokeResult(
+            False, seconds, model, error=_describe_crash(proc.returncode, proc.stderr)
+        )
     last = proc.stdout.strip().splitlines()[-1:] if proc.stdout.strip() else []
     try:
         report = json.loads(last[0]) if last else None
@@ -133,7 +163,9 @@ def run_child(model: str | Path, *, python: str = sys.executable, script: str | 
         err = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
         return SmokeResult(False, seconds, model, error=f"the smoke decode failed: {err[0]}")
     features = parse_system_info(str(report.get("system_info", "")))
-    return SmokeResult(True, seconds, model, version=str(report.get("version", "")), build_features=features)
+    return SmokeResult(
+        True, seconds, model, version=str(report.get("version", "")), build_features=features
+    )
 
 
 def build_info(**kwargs: object) -> SmokeResult:
@@ -146,6 +178,11 @@ def check_models(paths: dict[str, str | Path], **kwargs: object) -> dict[str, Sm
     results = {key: run_child(path, **kwargs) for key, path in paths.items()}  # type: ignore[arg-type]
     failed = [f"{key}: {r.error}" for key, r in results.items() if not r.ok]
     if failed:
-        raise SmokeCheckError("the llama.cpp build cannot run the embedded models on this machine. "
-                              + " ".join(failed) + " " + FIX, results)
+        raise SmokeCheckError(
+            "the llama.cpp build cannot run the embedded models on this machine. "
+            + " ".join(failed)
+            + " "
+            + FIX,
+            results,
+        )
     return results

@@ -74,7 +74,9 @@ class LookupDrafter(_CountingDrafter):
         self._cursor = 0
 
     @staticmethod
-    def _matches(haystack: npt.NDArray[np.intc], needle: npt.NDArray[np.intc]) -> npt.NDArray[np.intp]:
+    def _matches(
+        haystack: npt.NDArray[np.intc], needle: npt.NDArray[np.intc]
+    ) -> npt.NDArray[np.intp]:
         n = needle.shape[0]
         if haystack.shape[0] <= n:
             return np.array([], dtype=np.intp)
@@ -89,9 +91,9 @@ class LookupDrafter(_CountingDrafter):
                 later = hits[hits >= self._cursor]
                 start = int((later if later.size else hits)[0]) + n
                 self._cursor = start
-                return self._record(self.reference[start:start + self.num_pred].copy())
+                return self._record(self.reference[start : start + self.num_pred].copy())
             hits = self._matches(input_ids, needle)
             if hits.size and n >= 2:
                 start = int(hits[-1]) + n
-                return self._record(input_ids[start:start + self.num_pred].copy())
+                return self._record(input_ids[start : start + self.num_pred].copy())
         return self._record(np.array([], dtype=np.intc))

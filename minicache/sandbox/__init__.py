@@ -28,16 +28,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SandboxError, SandboxUnavailable, SandboxViolation  # re-exported
-from .policy import ALLOWED_MODULES, check_program, function_names, parse_source
+from minicache.errors import SandboxError, SandboxUnavailable, SandboxViolation  # re-exported
+from minicache.sandbox.policy import ALLOWED_MODULES, check_program, function_names, parse_source
 
-__all__ = ["SandboxPool", "SandboxResult", "SandboxError", "SandboxUnavailable", "SandboxViolation",
-           "check_program", "parse_source", "function_names", "ALLOWED_MODULES", "default_pool", "run_untrusted",
-           "OS_LAYER_ENV"]
+__all__ = [
+    "SandboxPool",
+    "SandboxResult",
+    "SandboxError",
+    "SandboxUnavailable",
+    "SandboxViolation",
+    "check_program",
+    "parse_source",
+    "function_names",
+    "ALLOWED_MODULES",
+    "default_pool",
+    "run_untrusted",
+    "OS_LAYER_ENV",
+]
 
 _WORKER = Path(__file__).with_name("_worker.py")
 OS_LAYER_ENV = "MINICACHE_SANDBOX_OS_LAYER"
-_WALL_GRACE_S = 0.25  # past a job's wall-clock limit, for the child to be ready and the reply to travel
+_WALL_GRACE_S = (
+    0.25  # past a job's wall-clock limit, for the child to be ready and the reply to travel
+)
 _HEADER = struct.Struct("!I")  # a job's and a reply's length prefix (as in _worker)
 _MAX_FRAME = 4 * 65_536 + 4096  # _worker.MAX_REPLY_BYTES: no reply frame is longer
 _log = logging.getLogger(__name__)
@@ -66,7 +79,11 @@ def _ended_reply(ended: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "kind": "timeout", "error": "program exceeded its CPU time limit"}
     if sig:
         return {"ok": False, "kind": "crash", "error": f"the program's process was killed by {sig}"}
-    return {"ok": False, "kind": "crash", "error": "the program's process ended without a complete reply"}
+    return {
+        "ok": False,
+        "kind": "crash",
+        "error": "the program's process ended without a complete reply",
+    }
 
 
 class _Worker:
@@ -80,17 +97,32 @@ class _Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(_WORKER), str(memory_bytes), str(cpu_s),
-                 "on" if os_layer else "off", "on" if python_layer else "off"],
-                stdin=subprocess.DEVNULL, stdout=theirs.fileno(), stderr=subprocess.DEVNULL,
-                bufsize=-1, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
-                start_new_session=True)
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    str(_WORKER),
+                    str(memory_bytes),
+                    str(cpu_s),
+                    "on" if os_layer else "off",
+                    "on" if python_layer else "off",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=theirs.fileno(),
+                stderr=subprocess.DEVNULL,
+                bufsize=-1,
+                cwd="/",
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+                start_new_session=True,
+            )
         finally:
             theirs.close()
         self.channel = ours
         self.pid = self.proc.pid
         self.cpu_s = cpu_s
-        self._pipes: tuple[int, int] | None = None  # the waiting child's reply pipe (read end), job pipe (write end)
+        self._pipes: tuple[int, int] | None = (
+            None  # the waiting child's reply pipe (read end), job pipe (write end)
+        )
         try:
             ready = (self._receive(time.monotonic() + 30) or ({}, []))[0]
         except ValueError:
@@ -101,7 +133,8 @@ class _Worker:
             raise SandboxUnavailable(
                 f"the sandbox's OS layer is unavailable: {problem}. Untrusted programs are not run "
                 f"without it; {OS_LAYER_ENV}=off runs them with the Python layer and limits only "
-                f"(not safe against hostile programs, see docs/sandbox.md)")
+                f"(not safe against hostile programs, see docs/sandbox.md)"
+            )
         self.os_layer, self.netns = ready.get("os_layer", "off"), bool(ready.get("netns"))
 
     def _receive(self, deadline: float) -> tuple[dict[str, Any], list[int]] | None:
@@ -138,7 +171,7 @@ class _Worker:
                 if size > _MAX_FRAME:
                     return "malformed"
                 need += size
-        return bytes(data[_HEADER.size:])
+        return bytes(data[_HEADER.size :])
 
     def request(self, job: dict[str, Any], wall_s: float) -> dict[str, Any]:
         """Send one job; its reply. Raises SandboxError ("timeout" past ``wall_s``, "crash" if the
@@ -154,15 +187,21 @@ class _Worker:
             finally:
                 os.close(job_fd)
             if not sent:
-                raise SandboxError(f"program exceeded the {wall_s:g}s time limit (its job was not read)",
-                                   kind="timeout")
+                raise SandboxError(
+                    f"program exceeded the {wall_s:g}s time limit (its job was not read)",
+                    kind="timeout",
+                )
             frame = self._read_frame(fd, deadline)
         finally:
             os.close(fd)  # whatever else the child writes goes nowhere
         if frame == "timeout":
             raise SandboxError(f"program exceeded the {wall_s:g}s time limit", kind="timeout")
         if frame == "malformed":
-            return {"ok": False, "kind": "crash", "error": "the program's process wrote a malformed reply"}
+            return {
+                "ok": False,
+                "kind": "crash",
+                "error": "the program's process wrote a malformed reply",
+            }
         if frame == "eof":  # the child ended without a reply: the zygote says how
             ended, self._pipes = self._next_pipe()
             return _ended_reply(ended)
@@ -171,7 +210,11 @@ class _Worker:
         except ValueError:
             reply = None
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
-            return {"ok": False, "kind": "crash", "error": "the program's process wrote a malformed reply"}
+            return {
+                "ok": False,
+                "kind": "crash",
+                "error": "the program's process wrote a malformed reply",
+            }
         return reply
 
     @staticmethod
@@ -188,12 +231,13 @@ class _Worker:
             if left <= 0 or not select.select([], [fd], [], left)[1]:
                 return False
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             except BlockingIOError:
                 continue
             except OSError as exc:  # EPIPE: no process holds the read end any more
-                raise SandboxError(f"the program's process ended before reading its job ({exc})",
-                                   kind="crash") from exc
+                raise SandboxError(
+                    f"the program's process ended before reading its job ({exc})", kind="crash"
+                ) from exc
         return True
 
     def _next_pipe(self) -> tuple[dict[str, Any], tuple[int, int]]:
@@ -235,8 +279,15 @@ class SandboxPool:
     real builtins, so that a test can show what the OS layer stops on its own.
     """
 
-    def __init__(self, size: int = 2, *, timeout_s: float = 2.0, cpu_s: float = 2.0,
-                 memory_mb: int = 512, unsafe_no_python_layer: bool = False) -> None:
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        timeout_s: float = 2.0,
+        cpu_s: float = 2.0,
+        memory_mb: int = 512,
+        unsafe_no_python_layer: bool = False,
+    ) -> None:
         self.size = size
         self.timeout_s = timeout_s
         self.cpu_s = cpu_s
@@ -244,13 +295,22 @@ class SandboxPool:
         self.os_layer = os_layer_setting()
         self.python_layer = not unsafe_no_python_layer
         if not self.os_layer:
-            message = (f"{OS_LAYER_ENV}=off: the sandbox runs untrusted programs WITHOUT its OS layer "
-                       "(no seccomp filter). Do not use this with programs anyone else can influence.")
+            message = (
+                f"{OS_LAYER_ENV}=off: the sandbox runs untrusted programs WITHOUT its OS layer "
+                "(no seccomp filter). Do not use this with programs anyone else can influence."
+            )
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             _log.warning(message)
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._closed = False
-        self.stats = {"runs": 0, "violations": 0, "errors": 0, "timeouts": 0, "crashes": 0, "replaced": 0}
+        self.stats = {
+            "runs": 0,
+            "violations": 0,
+            "errors": 0,
+            "timeouts": 0,
+            "crashes": 0,
+            "replaced": 0,
+        }
         self._stats_lock = threading.Lock()
         self.workers: list[int] = []
         try:
@@ -279,14 +339,21 @@ class SandboxPool:
                     self._idle.put(self._start())
                 except SandboxError as exc:
                     _log.error("could not replace a sandbox worker: %s", exc)
+
         self._count("replaced")
         with self._stats_lock:
             if worker.pid in self.workers:
                 self.workers.remove(worker.pid)
         threading.Thread(target=spawn, daemon=True).start()
 
-    def run(self, source: str, kwargs: dict[str, Any] | None = None, *, function: str = "solve",
-            timeout_s: float | None = None) -> SandboxResult:
+    def run(
+        self,
+        source: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        function: str = "solve",
+        timeout_s: float | None = None,
+    ) -> SandboxResult:
         """Check ``source`` against the policy, then call ``function(**kwargs)`` in a fresh child.
 
         Raises :class:`SandboxViolation` (not run) or :class:`SandboxError` (ran and failed).
@@ -317,8 +384,12 @@ class SandboxPool:
             self._count("timeouts" if exc.kind == "timeout" else "crashes")
             self._replace(worker)
             raise
-        except BaseException:  # anything else (an interrupt, a bug): the worker's state is unknown, so
-            self._count("crashes")  # it is replaced too; kept out of the pool, it would be lost for good
+        except (
+            BaseException
+        ):  # anything else (an interrupt, a bug): the worker's state is unknown, so
+            self._count(
+                "crashes"
+            )  # it is replaced too; kept out of the pool, it would be lost for good
             self._replace(worker)
             raise
         self._idle.put(worker)
@@ -327,8 +398,12 @@ class SandboxPool:
             kind = str(reply.get("kind", "error"))
             self._count({"timeout": "timeouts", "crash": "crashes"}.get(kind, "errors"))
             raise SandboxError(str(reply.get("error", "program failed")), kind=kind)
-        return SandboxResult(reply.get("value"), str(reply.get("stdout", "")), time.perf_counter() - began,
-                             worker.pid)
+        return SandboxResult(
+            reply.get("value"),
+            str(reply.get("stdout", "")),
+            time.perf_counter() - began,
+            worker.pid,
+        )
 
     def close(self) -> None:
         self._closed = True
@@ -358,6 +433,8 @@ def default_pool() -> SandboxPool:
         return _default
 
 
-def run_untrusted(source: str, kwargs: dict[str, Any] | None = None, function: str = "solve") -> Any:
+def run_untrusted(
+    source: str, kwargs: dict[str, Any] | None = None, function: str = "solve"
+) -> Any:
     """Convenience: run in the default pool and return the value."""
     return default_pool().run(source, kwargs, function=function).value

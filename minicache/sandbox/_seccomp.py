@@ -50,11 +50,31 @@ def _off_arg_low(i: int) -> int:
 # What computing a value and writing one reply needs (x86-64 numbers). Nothing here opens, names
 # or creates anything: file descriptors are only those the trusted code left open.
 ALLOWED_SYSCALLS = {
-    "read": 0, "write": 1, "close": 3, "brk": 12, "rt_sigprocmask": 14, "rt_sigreturn": 15,
-    "mremap": 25, "madvise": 28, "munmap": 11, "sched_yield": 24, "nanosleep": 35, "getpid": 39,
-    "exit": 60, "gettimeofday": 96, "getrusage": 98, "sigaltstack": 131, "gettid": 186, "time": 201, "futex": 202,
-    "restart_syscall": 219, "clock_gettime": 228, "clock_getres": 229, "clock_nanosleep": 230,
-    "exit_group": 231, "getrandom": 318,
+    "read": 0,
+    "write": 1,
+    "close": 3,
+    "brk": 12,
+    "rt_sigprocmask": 14,
+    "rt_sigreturn": 15,
+    "mremap": 25,
+    "madvise": 28,
+    "munmap": 11,
+    "sched_yield": 24,
+    "nanosleep": 35,
+    "getpid": 39,
+    "exit": 60,
+    "gettimeofday": 96,
+    "getrusage": 98,
+    "sigaltstack": 131,
+    "gettid": 186,
+    "time": 201,
+    "futex": 202,
+    "restart_syscall": 219,
+    "clock_gettime": 228,
+    "clock_getres": 229,
+    "clock_nanosleep": 230,
+    "exit_group": 231,
+    "getrandom": 318,
 }
 # Allowed only without PROT_EXEC (argument 2): memory, yes; new machine code, no.
 NO_EXEC_SYSCALLS = {"mmap": 9, "mprotect": 10}
@@ -122,7 +142,13 @@ class Installer:
             raise OSError(reason)
         self._libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self._prctl = self._libc.prctl
-        self._prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        self._prctl.argtypes = [
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        ]
         self._prctl.restype = ctypes.c_int
         code = build_filter()
         self._filter = ctypes.create_string_buffer(code, len(code))
@@ -142,7 +168,9 @@ class Installer:
         if self._prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if self._prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._fprog_addr, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed: seccomp filters unavailable")
+            raise OSError(
+                ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed: seccomp filters unavailable"
+            )
 
 
 def unshare_network() -> bool:

@@ -49,19 +49,70 @@ MAX_RESULT_CHARS = 65_536
 MAX_PRINT_CHARS = 8_192
 MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; the pool reads no more
 MAX_JOB_BYTES = 8 * 2**20
-_dumps, _loads = json.dumps, json.loads  # the child's own references: a program rebinding json.dumps cannot reach them
+_dumps, _loads = (
+    json.dumps,
+    json.loads,
+)  # the child's own references: a program rebinding json.dumps cannot reach them
 _HEADER = struct.Struct("!I")
 _NO_JOB = 17  # a child's exit status when its job pipe closed unwritten (the pool is gone): the zygote exits too
 
 SAFE_BUILTINS = {
     name: getattr(builtins, name)
     for name in (
-        "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
-        "int", "isinstance", "len", "list", "map", "max", "min", "pow", "range", "reversed", "round",
-        "set", "slice", "sorted", "str", "sum", "tuple", "zip", "True", "False", "None",
-        "ValueError", "ZeroDivisionError", "ArithmeticError", "TypeError", "KeyError", "IndexError",
-        "Exception", "OverflowError", "StopIteration", "chr", "ord", "bin", "hex", "oct", "format",
-        "complex", "iter", "next", "hash", "repr", "ascii", "callable", "issubclass",
+        "abs",
+        "all",
+        "any",
+        "bool",
+        "dict",
+        "divmod",
+        "enumerate",
+        "filter",
+        "float",
+        "frozenset",
+        "int",
+        "isinstance",
+        "len",
+        "list",
+        "map",
+        "max",
+        "min",
+        "pow",
+        "range",
+        "reversed",
+        "round",
+        "set",
+        "slice",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "zip",
+        "True",
+        "False",
+        "None",
+        "ValueError",
+        "ZeroDivisionError",
+        "ArithmeticError",
+        "TypeError",
+        "KeyError",
+        "IndexError",
+        "Exception",
+        "OverflowError",
+        "StopIteration",
+        "chr",
+        "ord",
+        "bin",
+        "hex",
+        "oct",
+        "format",
+        "complex",
+        "iter",
+        "next",
+        "hash",
+        "repr",
+        "ascii",
+        "callable",
+        "issubclass",
     )
 }
 
@@ -69,7 +120,13 @@ SAFE_BUILTINS = {
 def _prewarm(python_layer: bool) -> None:
     """Import now what the allowed modules import lazily: under the filter a child cannot open files."""
     # datetime.strptime's module, and the codecs the C code looks up by name
-    for name in ("_strptime", "encodings.ascii", "encodings.latin_1", "encodings.utf_16", "encodings.utf_32"):
+    for name in (
+        "_strptime",
+        "encodings.ascii",
+        "encodings.latin_1",
+        "encodings.utf_16",
+        "encodings.utf_32",
+    ):
         __import__(name)
     MODULES["datetime"].datetime.strptime("2024-01-02", "%Y-%m-%d")
     time.localtime()  # tzset reads /etc/localtime once, here
@@ -126,8 +183,10 @@ def _run(job, python_layer):
     sys.stdout = sys.stderr = out
     try:
         if python_layer:
+
             def _print(*args, sep=" ", end="\n", **_kw):
                 out.write(sep.join(str(a) for a in args) + end)
+
             safe = dict(SAFE_BUILTINS, __import__=_import, print=_print)
         else:
             safe = builtins.__dict__
@@ -140,12 +199,20 @@ def _run(job, python_layer):
         value = _jsonable(func(**(job.get("kwargs") or {})))
         reply = {"ok": True, "value": value, "stdout": out.getvalue()}
         if len(_dumps(reply)) > MAX_RESULT_CHARS:
-            return {"ok": False, "kind": "result", "error": f"result is over {MAX_RESULT_CHARS:,} characters"}
+            return {
+                "ok": False,
+                "kind": "result",
+                "error": f"result is over {MAX_RESULT_CHARS:,} characters",
+            }
         return reply
     except MemoryError:
         return {"ok": False, "kind": "memory", "error": "memory limit exceeded"}
     except RecursionError:
-        return {"ok": False, "kind": "error", "error": "RecursionError: maximum recursion depth exceeded"}
+        return {
+            "ok": False,
+            "kind": "error",
+            "error": "RecursionError: maximum recursion depth exceeded",
+        }
     except BaseException as exc:  # noqa: BLE001 - report anything the program raised
         try:
             message = f"{type(exc).__name__}: {exc}"[:2000]
@@ -165,8 +232,10 @@ def _read_exact(fd, n):
     return b"".join(chunks)
 
 
-_WARM_UP = {"source": "import math, json\ndef solve(x=2, y=1.5):\n    return round(math.sqrt(x * 3 + y), 2)\n",
-            "kwargs": {"x": 3}}
+_WARM_UP = {
+    "source": "import math, json\ndef solve(x=2, y=1.5):\n    return round(math.sqrt(x * 3 + y), 2)\n",
+    "kwargs": {"x": 3},
+}
 
 
 def _seal(reply_w, devnull, memory, cpu_s, installer):
@@ -176,8 +245,12 @@ def _seal(reply_w, devnull, memory, cpu_s, installer):
     os.closerange(3, reply_w)
     os.closerange(reply_w + 1, 65536)
     cpu = max(1, math.ceil(cpu_s))
-    for kind, soft, hard in ((resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu, cpu + 1),
-                             (resource.RLIMIT_FSIZE, 0, 0), (resource.RLIMIT_CORE, 0, 0)):
+    for kind, soft, hard in (
+        (resource.RLIMIT_AS, memory, memory),
+        (resource.RLIMIT_CPU, cpu, cpu + 1),
+        (resource.RLIMIT_FSIZE, 0, 0),
+        (resource.RLIMIT_CORE, 0, 0),
+    ):
         resource.setrlimit(kind, (soft, hard))
     if installer is not None:
         installer.die_with_parent()
@@ -217,7 +290,11 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
         try:
             reply = _run(_take_job(), python_layer)
         except BaseException as exc:  # noqa: BLE001 - the child must always reply
-            reply = {"ok": False, "kind": "crash", "error": f"sandbox child could not read its job: {exc}"}
+            reply = {
+                "ok": False,
+                "kind": "crash",
+                "error": f"sandbox child could not read its job: {exc}",
+            }
     try:
         data = _dumps(reply).encode()
     except BaseException:  # noqa: BLE001 - a hostile result may break the encoder in any way
@@ -227,7 +304,7 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
     frame = _HEADER.pack(len(data)) + data
     view = memoryview(frame)
     while view:
-        view = view[os.write(reply_w, view):]
+        view = view[os.write(reply_w, view) :]
     os._exit(0)
 
 
@@ -263,11 +340,20 @@ class Zygote:
                 os.close(job_w)
                 os.dup2(job_r, 0)
                 os.close(job_r)
-                _child(reply_w, self.devnull, self.memory, self.cpu_s, self.installer, self.python_layer)
+                _child(
+                    reply_w,
+                    self.devnull,
+                    self.memory,
+                    self.cpu_s,
+                    self.installer,
+                    self.python_layer,
+                )
             finally:
                 os._exit(1)  # whatever happened, the child never returns into the zygote's loop
         os.close(reply_w)
-        os.close(job_r)  # only the child may read its job: once it is gone, a write to the pipe fails
+        os.close(
+            job_r
+        )  # only the child may read its job: once it is gone, a write to the pipe fails
         return pid, reply_r, job_w
 
     def serve(self, channel):
@@ -276,8 +362,13 @@ class Zygote:
         while True:
             pid, reply_r, job_w = self.fork()
             message = _dumps({"ended": ended}).encode()
-            channel.sendmsg([message], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reply_r, job_w]))])
-            os.close(reply_r)  # the pool's copies are the only ones: nothing here can read a reply ...
+            channel.sendmsg(
+                [message],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reply_r, job_w]))],
+            )
+            os.close(
+                reply_r
+            )  # the pool's copies are the only ones: nothing here can read a reply ...
             os.close(job_w)  # ... or write a job
             status = os.waitpid(pid, 0)[1]
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_JOB:
@@ -302,8 +393,13 @@ def _probe(zygote):
     status = os.waitpid(pid, 0)[1]
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         return None
-    return {3: "the kernel refused the seccomp filter", 4: "the seccomp filter did not block open()"}.get(
-        os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1, f"the probe ended with status {status}")
+    return {
+        3: "the kernel refused the seccomp filter",
+        4: "the seccomp filter did not block open()",
+    }.get(
+        os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1,
+        f"the probe ended with status {status}",
+    )
 
 
 def main():
@@ -313,7 +409,9 @@ def main():
     _prewarm(python_layer)
     ready = {"ready": True, "os_layer": "seccomp" if os_layer else "off", "netns": False}
     try:
-        os.close(os.pidfd_open(os.getpid()))  # the zygote waits on its children through pidfds (Linux 5.3+)
+        os.close(
+            os.pidfd_open(os.getpid())
+        )  # the zygote waits on its children through pidfds (Linux 5.3+)
         zygote = Zygote(memory, cpu_s, os_layer, python_layer)
         if os_layer:
             problem = _probe(zygote)
@@ -326,6 +424,7 @@ def main():
     if not ready["ready"]:
         return
     import gc
+
     gc.collect()
     gc.freeze()  # children share these pages instead of copying them on the first collection
     zygote.serve(socket.socket(fileno=1))

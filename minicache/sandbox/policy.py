@@ -28,35 +28,128 @@ import statistics
 import string
 import threading
 
-from ..errors import SandboxError as SandboxError  # re-exported: defined with every other error
-from ..errors import SandboxViolation
+from minicache.errors import (
+    SandboxError as SandboxError,
+)  # re-exported: defined with every other error
+from minicache.errors import SandboxViolation
 
-ALLOWED_MODULES = frozenset({"math", "statistics", "decimal", "fractions", "datetime", "re", "json"})
+ALLOWED_MODULES = frozenset(
+    {"math", "statistics", "decimal", "fractions", "datetime", "re", "json"}
+)
 
-FORBIDDEN_NAMES = frozenset({
-    "open", "exec", "eval", "compile", "globals", "locals", "vars", "getattr", "setattr", "delattr",
-    "hasattr", "__import__", "input", "breakpoint", "help", "exit", "quit", "memoryview", "type",
-    "object", "super", "classmethod", "staticmethod", "property", "dir", "id", "print_function",
-    "__builtins__", "__loader__", "__spec__", "os", "sys", "subprocess", "socket", "importlib",
-})
+FORBIDDEN_NAMES = frozenset(
+    {
+        "open",
+        "exec",
+        "eval",
+        "compile",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "hasattr",
+        "__import__",
+        "input",
+        "breakpoint",
+        "help",
+        "exit",
+        "quit",
+        "memoryview",
+        "type",
+        "object",
+        "super",
+        "classmethod",
+        "staticmethod",
+        "property",
+        "dir",
+        "id",
+        "print_function",
+        "__builtins__",
+        "__loader__",
+        "__spec__",
+        "os",
+        "sys",
+        "subprocess",
+        "socket",
+        "importlib",
+    }
+)
 
 # Never allowed, whatever type has them: they reach frames, code, globals or tracebacks.
-INTROSPECTION_ATTRIBUTES = frozenset({
-    "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code",
-    "cr_await", "cr_origin", "cr_running", "ag_frame", "ag_code", "ag_await", "ag_running",
-    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace", "f_lasti", "f_lineno",
-    "tb_frame", "tb_next", "tb_lasti", "tb_lineno", "co_code", "co_consts", "co_names",
-    "with_traceback", "mro", "format", "format_map",
-})
+INTROSPECTION_ATTRIBUTES = frozenset(
+    {
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "gi_running",
+        "gi_suspended",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "cr_origin",
+        "cr_running",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "ag_running",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_code",
+        "f_trace",
+        "f_lasti",
+        "f_lineno",
+        "tb_frame",
+        "tb_next",
+        "tb_lasti",
+        "tb_lineno",
+        "co_code",
+        "co_consts",
+        "co_names",
+        "with_traceback",
+        "mro",
+        "format",
+        "format_map",
+    }
+)
 # Harmless on a value but a submodule on an allowed module (``re.Pattern.scanner``, ``json.scanner``).
 MODULE_COLLISIONS = frozenset({"scanner"})
 
 _VALUE_TYPES: tuple[type, ...] = (
-    str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset, range, slice,
-    type({}.keys()), type({}.values()), type({}.items()),
-    decimal.Decimal, decimal.Context, decimal.DecimalTuple, fractions.Fraction,
-    datetime.date, datetime.datetime, datetime.time, datetime.timedelta, datetime.timezone,
-    re.Pattern, re.Match, statistics.NormalDist, BaseException, StopIteration, json.JSONDecodeError,
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    list,
+    tuple,
+    dict,
+    set,
+    frozenset,
+    range,
+    slice,
+    type({}.keys()),
+    type({}.values()),
+    type({}.items()),
+    decimal.Decimal,
+    decimal.Context,
+    decimal.DecimalTuple,
+    fractions.Fraction,
+    datetime.date,
+    datetime.datetime,
+    datetime.time,
+    datetime.timedelta,
+    datetime.timezone,
+    re.Pattern,
+    re.Match,
+    statistics.NormalDist,
+    BaseException,
+    StopIteration,
+    json.JSONDecodeError,
 )
 
 
@@ -95,13 +188,20 @@ def plain_format_string(text: str) -> bool:
 def _check_attribute(node: ast.Attribute) -> None:
     where = f"(line {node.lineno})"
     if not isinstance(node.ctx, ast.Load):
-        raise SandboxViolation(f"assigning or deleting attribute {node.attr!r} is not allowed {where}")
+        raise SandboxViolation(
+            f"assigning or deleting attribute {node.attr!r} is not allowed {where}"
+        )
     if node.attr in FORMAT_METHODS:
         value = node.value
-        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)
-                and plain_format_string(value.value)):
-            raise SandboxViolation(f"{node.attr!r} is allowed only on a constant format string whose fields "
-                                   f"name no attribute or index {where}")
+        if not (
+            isinstance(value, ast.Constant)
+            and isinstance(value.value, str)
+            and plain_format_string(value.value)
+        ):
+            raise SandboxViolation(
+                f"{node.attr!r} is allowed only on a constant format string whose fields "
+                f"name no attribute or index {where}"
+            )
         return
     if node.attr not in ALLOWED_ATTRIBUTES:
         raise SandboxViolation(f"access to attribute {node.attr!r} is not allowed {where}")
@@ -130,37 +230,51 @@ def check_program(source: str) -> ast.Module:
     try:
         tree = parse_source(source)
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
-        raise SandboxViolation(f"program does not parse: {getattr(exc, 'msg', exc)} "
-                               f"(line {getattr(exc, 'lineno', '?')})") from None
+        raise SandboxViolation(
+            f"program does not parse: {getattr(exc, 'msg', exc)} "
+            f"(line {getattr(exc, 'lineno', '?')})"
+        ) from None
     except (RecursionError, MemoryError):
         raise SandboxViolation("program is nested too deeply to parse") from None
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name not in ALLOWED_MODULES:
-                    raise SandboxViolation(f"import of {alias.name!r} is not allowed (line {node.lineno})")
+                    raise SandboxViolation(
+                        f"import of {alias.name!r} is not allowed (line {node.lineno})"
+                    )
         elif isinstance(node, ast.ImportFrom):
             if node.level or (node.module or "") not in ALLOWED_MODULES:
-                raise SandboxViolation(f"import from {node.module!r} is not allowed (line {node.lineno})")
+                raise SandboxViolation(
+                    f"import from {node.module!r} is not allowed (line {node.lineno})"
+                )
             for alias in node.names:
                 if alias.name not in ALLOWED_ATTRIBUTES:
-                    raise SandboxViolation(f"'from {node.module} import {alias.name}' is not allowed")
+                    raise SandboxViolation(
+                        f"'from {node.module} import {alias.name}' is not allowed"
+                    )
         elif isinstance(node, ast.Attribute):
             _check_attribute(node)
         elif isinstance(node, ast.MatchClass):
             for attr in node.kwd_attrs:
                 if attr not in ALLOWED_ATTRIBUTES:
-                    raise SandboxViolation(f"matching attribute {attr!r} is not allowed (line {node.lineno})")
+                    raise SandboxViolation(
+                        f"matching attribute {attr!r} is not allowed (line {node.lineno})"
+                    )
         elif isinstance(node, ast.Name):
             if node.id in FORBIDDEN_NAMES or node.id.startswith("__"):
                 raise SandboxViolation(f"use of {node.id!r} is not allowed (line {node.lineno})")
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             raise SandboxViolation(f"'global'/'nonlocal' is not allowed (line {node.lineno})")
-        elif isinstance(node, (ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)):
+        elif isinstance(
+            node, (ast.ClassDef, ast.AsyncFunctionDef, ast.Await, ast.AsyncFor, ast.AsyncWith)
+        ):
             raise SandboxViolation(f"{type(node).__name__} is not allowed (line {node.lineno})")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "__" in node.value:
             # Strings are how dunder names get smuggled into lookups built at run time.
-            raise SandboxViolation(f"string constants containing '__' are not allowed (line {node.lineno})")
+            raise SandboxViolation(
+                f"string constants containing '__' are not allowed (line {node.lineno})"
+            )
     return tree
 
 

@@ -5,8 +5,8 @@
 ``load_server_config(path)``) holds API keys, admin keys and limits.
 """
 
-from .app import create_app
-from .config import ServerConfig, load_server_config
-from .runner import serve
+from minicache.server.app import create_app
+from minicache.server.config import ServerConfig, load_server_config
+from minicache.server.runner import serve
 
 __all__ = ["create_app", "ServerConfig", "load_server_config", "serve"]

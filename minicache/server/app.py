@@ -18,16 +18,16 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from .. import __version__
-from ..engine import MiniCache
-from . import errors
-from .config import ServerConfig
-from .dashboard import dashboard_router
-from .middleware import GuardMiddleware
-from .openai_format import SafeJSONResponse
-from .routers import admin_router, ops_router, v1_router
-from .serving import ServerState
-from .warmup import Warmup, lifespan
+from minicache import __version__
+from minicache.engine import MiniCache
+from minicache.server import errors
+from minicache.server.config import ServerConfig
+from minicache.server.dashboard import dashboard_router
+from minicache.server.middleware import GuardMiddleware
+from minicache.server.openai_format import SafeJSONResponse
+from minicache.server.routers import admin_router, ops_router, v1_router
+from minicache.server.serving import ServerState
+from minicache.server.warmup import Warmup, lifespan
 
 log = logging.getLogger("minicache.server")
 
@@ -36,21 +36,38 @@ def create_app(engine: MiniCache, config: ServerConfig | None = None) -> FastAPI
     config = config or ServerConfig()
     server = ServerState.create(engine, config)
     if not server.auth.enabled:
-        log.warning("minicache server: no API keys configured - authentication is OFF and every request is "
-                    "tenant 'default'; the admin endpoints %s", "need an admin key" if server.auth.has_admin_keys
-                    else "are closed (no admin key is configured)")
+        log.warning(
+            "minicache server: no API keys configured - authentication is OFF and every request is "
+            "tenant 'default'; the admin endpoints %s",
+            "need an admin key"
+            if server.auth.has_admin_keys
+            else "are closed (no admin key is configured)",
+        )
 
     # When the server starts, every tenant's routing index is loaded before /health says ready (.warmup).
     warmup = Warmup(engine, server.auth.tenants)
-    app = FastAPI(title="MiniCache", version=__version__, docs_url=None, redoc_url=None, lifespan=lifespan(warmup),
-                  openapi_url="/openapi.json", default_response_class=SafeJSONResponse,
-                  strict_content_type=False,  # a body without a Content-Type is read as JSON, as before
-                  description="An OpenAI-compatible cache of parameterized programs in front of a target model.")
+    app = FastAPI(
+        title="MiniCache",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan(warmup),
+        openapi_url="/openapi.json",
+        default_response_class=SafeJSONResponse,
+        strict_content_type=False,  # a body without a Content-Type is read as JSON, as before
+        description="An OpenAI-compatible cache of parameterized programs in front of a target model.",
+    )
     app.state.server, app.state.warmup = server, warmup
     app.state.engine, app.state.config, app.state.metrics = engine, config, server.metrics
-    app.add_middleware(GuardMiddleware, max_body_bytes=config.max_body_bytes, max_inflight=config.max_inflight,
-                       max_inflight_per_caller=config.max_inflight_per_caller, body_timeout_s=config.body_timeout_s,
-                       caller=server.caller, metrics=server.metrics)
+    app.add_middleware(
+        GuardMiddleware,
+        max_body_bytes=config.max_body_bytes,
+        max_inflight=config.max_inflight,
+        max_inflight_per_caller=config.max_inflight_per_caller,
+        body_timeout_s=config.body_timeout_s,
+        caller=server.caller,
+        metrics=server.metrics,
+    )
     errors.install(app)
 
     app.include_router(v1_router)
@@ -70,7 +87,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema is None:
         from fastapi.openapi.utils import get_openapi
 
-        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
         for operations in schema.get("paths", {}).values():
             for operation in operations.values():
                 operation.get("responses", {}).pop("422", None)
@@ -78,7 +97,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for name in ("HTTPValidationError", "ValidationError"):
             components.pop(name, None)
         try:
-            from ..portability import EntryExport
+            from minicache.portability import EntryExport
         except ImportError:  # pragma: no cover - the export model is not there yet
             components["EntryExport"] = {"type": "array", "items": {"type": "object"}}
         else:

@@ -19,8 +19,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .config import ServerConfig
-from .errors import ApiError
+from minicache.server.config import ServerConfig
+from minicache.server.errors import ApiError
 
 DEFAULT_TENANT = "default"
 
@@ -74,21 +74,34 @@ class Authenticator:
                 return Principal(DEFAULT_TENANT, admin=True, bucket=f"key:{digest.hex()[:16]}")
             return Principal(DEFAULT_TENANT, admin=False, bucket=f"ip:{client}")
         if not authorization:
-            raise ApiError(401, "Missing API key: send 'Authorization: Bearer <key>'.", code="missing_api_key",
-                           headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "Missing API key: send 'Authorization: Bearer <key>'.",
+                code="missing_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         digest = _digest(_bearer(authorization))
         tenant = self._tenants.get(digest)
         admin = digest in self._admins
         if tenant is None and not admin:
-            raise ApiError(401, "Invalid API key.", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "Invalid API key.",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         return Principal(tenant, admin=admin, bucket=f"key:{digest.hex()[:16]}")
 
 
 def _bearer(authorization: str) -> str:
     scheme, _, key = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
-        raise ApiError(401, "Malformed Authorization header: expected 'Bearer <key>'.", code="invalid_api_key",
-                       headers={"WWW-Authenticate": "Bearer"})
+        raise ApiError(
+            401,
+            "Malformed Authorization header: expected 'Bearer <key>'.",
+            code="invalid_api_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return key.strip()
 
 
@@ -131,8 +144,12 @@ class RateLimiter:
         wait = self.acquire(bucket)
         if wait is not None:
             seconds = max(1, math.ceil(wait))
-            raise ApiError(429, f"Rate limit exceeded: retry in {seconds}s.", code="rate_limit_exceeded",
-                           headers={"Retry-After": str(seconds)})
+            raise ApiError(
+                429,
+                f"Rate limit exceeded: retry in {seconds}s.",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": str(seconds)},
+            )
 
 
 class FailedAuthThrottle:
@@ -146,8 +163,12 @@ class FailedAuthThrottle:
         wait = self.buckets.acquire(client, take=False)
         if wait is not None:
             seconds = max(1, math.ceil(wait))
-            raise ApiError(429, f"Too many failed authentications from this address: retry in {seconds}s.",
-                           code="too_many_auth_failures", headers={"Retry-After": str(seconds)})
+            raise ApiError(
+                429,
+                f"Too many failed authentications from this address: retry in {seconds}s.",
+                code="too_many_auth_failures",
+                headers={"Retry-After": str(seconds)},
+            )
 
     def failed(self, client: str) -> None:
         self.buckets.acquire(client)

@@ -1,8 +1,8 @@
 """Server settings: API keys (key -> tenant), admin keys and limits, from a TOML file and env vars.
 
-Read through the one configuration layer (:mod:`minicache.settings`): defaults < the file <
+Read through the one configuration layer (:mod:`minicache.config.settings`): defaults < the file <
 environment variables. The file (``minicache serve --config``) may also hold an ``[engine]`` table,
-which :func:`minicache.config.load_engine_config` reads for the served engine::
+which :func:`minicache.config.models.load_engine_config` reads for the served engine::
 
     admin_keys = ["sk-admin-..."]
     public_metrics = false           # true: /metrics needs no key even when auth is on
@@ -42,13 +42,28 @@ from typing import Annotated
 from pydantic import StringConstraints
 from pydantic_core import PydanticCustomError
 
-from ..errors import ConfigError
-from ..settings import Parsed, Schema, Setting, env_settings, file_settings, read_toml, resolve
-from .protocol import check_label
+from minicache.config.settings import (
+    Parsed,
+    Schema,
+    Setting,
+    env_settings,
+    file_settings,
+    read_toml,
+    resolve,
+)
+from minicache.errors import ConfigError
+from minicache.server.protocol import check_label
 
-LIMITS: Schema = {"max_body_bytes": int, "rate_per_s": float, "burst": int, "max_inflight": int,
-                  "max_inflight_per_caller": int, "body_timeout_s": float, "auth_fail_per_s": float,
-                  "auth_fail_burst": int}
+LIMITS: Schema = {
+    "max_body_bytes": int,
+    "rate_per_s": float,
+    "burst": int,
+    "max_inflight": int,
+    "max_inflight_per_caller": int,
+    "body_timeout_s": float,
+    "auth_fail_per_s": float,
+    "auth_fail_burst": int,
+}
 
 
 def _api_keys(raw: str) -> dict[str, str]:
@@ -76,10 +91,16 @@ ENV: dict[str, tuple[str, ...] | Parsed] = {
 
 def file_schema() -> Schema:
     """The keys of the server file (the engine is imported lazily: it is only a table's type here)."""
-    from ..engine import EngineConfig
+    from minicache.engine import EngineConfig
 
-    return {"api_keys": dict[str, str], "admin_keys": list[str], "public_metrics": bool,
-            "model_name": Annotated[str, StringConstraints(min_length=1)], "limits": LIMITS, "engine": EngineConfig}
+    return {
+        "api_keys": dict[str, str],
+        "admin_keys": list[str],
+        "public_metrics": bool,
+        "model_name": Annotated[str, StringConstraints(min_length=1)],
+        "limits": LIMITS,
+        "engine": EngineConfig,
+    }
 
 
 @dataclass(frozen=True)
@@ -90,9 +111,13 @@ class ServerConfig:
     rate_per_s: float = 50.0  # per key; 0 switches rate limiting off
     burst: int = 100
     max_inflight: int = 64
-    max_inflight_per_caller: int = 16  # per tenant, or per client address for requests without a valid key
+    max_inflight_per_caller: int = (
+        16  # per tenant, or per client address for requests without a valid key
+    )
     body_timeout_s: float = 10.0  # the whole body must arrive within this
-    auth_fail_per_s: float = 0.5  # failed authentications per client address: refill rate (0 = unthrottled) ...
+    auth_fail_per_s: float = (
+        0.5  # failed authentications per client address: refill rate (0 = unthrottled) ...
+    )
     auth_fail_burst: int = 10  # ... and bucket size
     public_metrics: bool = False
     model_name: str = "minicache"  # the model name answers carry when a request names none
@@ -110,7 +135,9 @@ class ServerConfig:
 def validate(config: ServerConfig) -> None:
     for key, tenant in config.api_keys.items():
         if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
-            raise ConfigError("api_keys: every key must be a string of at least 8 characters without spaces")
+            raise ConfigError(
+                "api_keys: every key must be a string of at least 8 characters without spaces"
+            )
         try:
             if not isinstance(tenant, str):
                 raise TypeError("must be a string")
@@ -119,7 +146,9 @@ def validate(config: ServerConfig) -> None:
             raise ConfigError(f"api_keys: the tenant of key {key[:4]}... {exc}") from None
     for key in config.admin_keys:
         if not isinstance(key, str) or len(key) < 8 or any(c.isspace() for c in key):
-            raise ConfigError("admin_keys: every key must be a string of at least 8 characters without spaces")
+            raise ConfigError(
+                "admin_keys: every key must be a string of at least 8 characters without spaces"
+            )
     if config.max_body_bytes < 1024:
         raise ConfigError("max_body_bytes must be at least 1024")
     if config.rate_per_s < 0 or (config.rate_per_s > 0 and config.burst < 1):
@@ -138,9 +167,13 @@ def server_file_settings(path: str | Path) -> list[Setting]:
     return file_settings(read_toml(path), file_schema(), str(path))
 
 
-def load_server_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> ServerConfig:
+def load_server_config(
+    path: str | Path | None = None, env: Mapping[str, str] | None = None
+) -> ServerConfig:
     """The file at ``path`` (if given; it must exist), then ``MINICACHE_SERVER_*`` overrides."""
     env = os.environ if env is None else env
     layer = server_file_settings(path) if path is not None else []
-    values = resolve(file_schema(), [[s for s in layer if s.path[0] != "engine"], env_settings(env, ENV)])
+    values = resolve(
+        file_schema(), [[s for s in layer if s.path[0] != "engine"], env_settings(env, ENV)]
+    )
     return replace(ServerConfig(), **values.pop("limits", {}), **values)

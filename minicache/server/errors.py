@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 
-from ..store.sqlite import StoreBusy
+from minicache.store.sqlite import StoreBusy
 
 log = logging.getLogger("minicache.server")
 
@@ -42,13 +42,21 @@ STORE_BUSY_RETRY_S = 2
 class ApiError(HTTPException):
     """Raised anywhere in a request; rendered as an OpenAI-style error JSON response."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None, param: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(status, message, headers=headers)
         self.status = status
         self.message = message
-        kind, default_code = _KINDS.get(status, ("server_error" if status >= 500 else "invalid_request_error",
-                                                 "error"))
+        kind, default_code = _KINDS.get(
+            status, ("server_error" if status >= 500 else "invalid_request_error", "error")
+        )
         self.type = kind
         self.code = code or default_code
         self.param = param
@@ -57,7 +65,14 @@ class ApiError(HTTPException):
         return self.message
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
@@ -65,8 +80,14 @@ class ApiError(HTTPException):
     def raw(self) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """Status, headers and body, for middleware that answers without the framework."""
         body = json.dumps(self.body()).encode("utf-8")
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (self.headers or {}).items()]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        headers += [
+            (k.lower().encode("latin-1"), v.encode("latin-1"))
+            for k, v in (self.headers or {}).items()
+        ]
         return self.status, headers, body
 
 
@@ -77,15 +98,32 @@ async def send_error(send: Any, error: ApiError) -> None:
 
 
 def store_busy() -> ApiError:
-    return ApiError(503, "The cache's store is busy (locked by another writer); retry shortly.",
-                    code="store_busy", headers={"Retry-After": str(STORE_BUSY_RETRY_S)})
+    return ApiError(
+        503,
+        "The cache's store is busy (locked by another writer); retry shortly.",
+        code="store_busy",
+        headers={"Retry-After": str(STORE_BUSY_RETRY_S)},
+    )
 
 
 # pydantic error types -> OpenAI error codes; custom types (PydanticCustomError) are codes already.
-_TYPE_CODES = {"missing": "missing_required_parameter", "extra_forbidden": "unknown_parameter",
-               "json_invalid": "invalid_json"}
-_VALUE_ERRORS = ("greater_than", "less_than", "too_short", "too_long", "string_too", "literal_error", "enum",
-                 "value_error", "multiple_of", "finite_number")
+_TYPE_CODES = {
+    "missing": "missing_required_parameter",
+    "extra_forbidden": "unknown_parameter",
+    "json_invalid": "invalid_json",
+}
+_VALUE_ERRORS = (
+    "greater_than",
+    "less_than",
+    "too_short",
+    "too_long",
+    "string_too",
+    "literal_error",
+    "enum",
+    "value_error",
+    "multiple_of",
+    "finite_number",
+)
 
 
 def _param(loc: tuple[Any, ...]) -> str | None:
@@ -94,8 +132,11 @@ def _param(loc: tuple[Any, ...]) -> str | None:
     for p in parts:
         if isinstance(p, int):
             out += f"[{p}]"
-        elif isinstance(p, str) and not p.startswith(("function-", "union[", "nullable[", "json-or-python")) \
-                and p not in ("str", "int", "float", "bool", "list[...]", "TextPart"):
+        elif (
+            isinstance(p, str)
+            and not p.startswith(("function-", "union[", "nullable[", "json-or-python"))
+            and p not in ("str", "int", "float", "bool", "list[...]", "TextPart")
+        ):
             out += ("." if out else "") + p
     return out or None
 
@@ -106,7 +147,10 @@ def validation_error(errors: list[Any]) -> ApiError:
     kind = str(first.get("type", "invalid_request"))
     if kind in _TYPE_CODES:
         code = _TYPE_CODES[kind]
-    elif kind.endswith(("_type", "_parsing")) or kind in ("is_instance_of", "model_attributes_type"):
+    elif kind.endswith(("_type", "_parsing")) or kind in (
+        "is_instance_of",
+        "model_attributes_type",
+    ):
         code = "invalid_type"
     elif kind.startswith(_VALUE_ERRORS):
         code = "invalid_value"

@@ -18,10 +18,12 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .errors import ApiError
+from minicache.server.errors import ApiError
 
 MAX_DEPTH = 64
-_SURROGATE = re.compile("[\ud800-\udfff]")  # a valid pair is decoded into one character, so any left is lone
+_SURROGATE = re.compile(
+    "[\ud800-\udfff]"
+)  # a valid pair is decoded into one character, so any left is lone
 
 
 def _invalid(message: str) -> ApiError:
@@ -57,7 +59,9 @@ def check(value: Any) -> None:
         item, depth = stack.pop()
         if isinstance(item, str):
             if _SURROGATE.search(item):
-                raise _invalid("a string holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text")
+                raise _invalid(
+                    "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text"
+                )
         elif isinstance(item, (dict, list)):
             if depth > MAX_DEPTH:
                 raise _invalid(f"nested more than {MAX_DEPTH} levels deep")

@@ -18,11 +18,29 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..engine import MiniCache, SolveResult
-from ..models.compute import CPU_LOCK
+from minicache.engine import MiniCache, SolveResult
+from minicache.models.compute import CPU_LOCK
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+_STAGE_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+    5,
+    10,
+    30,
+    60,
+    120,
+)
 
 
 class EngineCollector(Collector):
@@ -33,19 +51,45 @@ class EngineCollector(Collector):
         self.tenants = tenants
 
     def collect(self) -> Iterable[Metric]:
-        counters = {name: CounterMetricFamily(f"minicache_engine_{name}", f"Engine counter '{name}' (from the store)",
-                                              labels=["tenant"])
-                    for name in ("requests", "hits", "misses", "fallbacks", "errors", "evictions",
-                                 "hit_refusals", "refusals_overturned", "audits", "audits_disagreed", "probations",
-                                 "probations_failed", "generalizations", "generalizations_ok")}
-        builds = CounterMetricFamily("minicache_builds", "Entry builds by outcome (from the store)",
-                                     labels=["tenant", "outcome"])
-        hit_rate = GaugeMetricFamily("minicache_hit_rate", "hits / requests since the store was created",
-                                     labels=["tenant"])
-        entries = GaugeMetricFamily("minicache_entries_active", "Active cache entries", labels=["tenant"])
-        demoted = GaugeMetricFamily("minicache_entries_demoted",
-                                    "Active entries whose audit error bound exceeds delta (no model-chosen hits)",
-                                    labels=["tenant"])
+        counters = {
+            name: CounterMetricFamily(
+                f"minicache_engine_{name}",
+                f"Engine counter '{name}' (from the store)",
+                labels=["tenant"],
+            )
+            for name in (
+                "requests",
+                "hits",
+                "misses",
+                "fallbacks",
+                "errors",
+                "evictions",
+                "hit_refusals",
+                "refusals_overturned",
+                "audits",
+                "audits_disagreed",
+                "probations",
+                "probations_failed",
+                "generalizations",
+                "generalizations_ok",
+            )
+        }
+        builds = CounterMetricFamily(
+            "minicache_builds",
+            "Entry builds by outcome (from the store)",
+            labels=["tenant", "outcome"],
+        )
+        hit_rate = GaugeMetricFamily(
+            "minicache_hit_rate", "hits / requests since the store was created", labels=["tenant"]
+        )
+        entries = GaugeMetricFamily(
+            "minicache_entries_active", "Active cache entries", labels=["tenant"]
+        )
+        demoted = GaugeMetricFamily(
+            "minicache_entries_demoted",
+            "Active entries whose audit error bound exceeds delta (no model-chosen hits)",
+            labels=["tenant"],
+        )
         groups = GaugeMetricFamily("minicache_groups", "Request groups", labels=["tenant"])
         for tenant in sorted(set(self.tenants())):
             stats = self.engine.stats(tenant)
@@ -54,7 +98,9 @@ class EngineCollector(Collector):
                 family.add_metric([tenant], stats.get(name, raw.get(name, 0)))
             builds.add_metric([tenant, "ok"], stats["builds_ok"])
             builds.add_metric([tenant, "failed"], stats["builds_failed"])
-            builds.add_metric([tenant, "declined"], stats["builds_declined"])  # before the small model's checks
+            builds.add_metric(
+                [tenant, "declined"], stats["builds_declined"]
+            )  # before the small model's checks
             hit_rate.add_metric([tenant], stats["hit_rate"])
             entries.add_metric([tenant], stats["entries_active"])
             demoted.add_metric([tenant], stats.get("entries_demoted", 0))
@@ -65,12 +111,16 @@ class EngineCollector(Collector):
         runs = CounterMetricFamily("minicache_sandbox_runs", "Programs run in the sandbox")
         runs.add_metric([], sandbox.get("runs", 0))
         yield runs
-        failures = CounterMetricFamily("minicache_sandbox_failures", "Sandbox failures by kind", labels=["kind"])
+        failures = CounterMetricFamily(
+            "minicache_sandbox_failures", "Sandbox failures by kind", labels=["kind"]
+        )
         for kind in ("errors", "violations", "timeouts", "crashes"):
             failures.add_metric([kind], sandbox.get(kind, 0))
         yield failures
-        yields = CounterMetricFamily("minicache_background_yields",
-                                     "Times background work (builds, audits) stepped aside for a waiting request")
+        yields = CounterMetricFamily(
+            "minicache_background_yields",
+            "Times background work (builds, audits) stepped aside for a waiting request",
+        )
         yields.add_metric([], CPU_LOCK.yields)
         yield yields
         frozen = GaugeMetricFamily("minicache_frozen", "1 while builds are frozen")
@@ -82,25 +132,56 @@ class ServerMetrics:
     def __init__(self, engine: MiniCache, tenants: Callable[[], Iterable[str]]) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("minicache_requests", "Solve requests by endpoint, tenant and route",
-                                ["endpoint", "tenant", "route"], registry=r)
-        self.stage = Histogram("minicache_stage_seconds", "Per-stage latency of solve requests",
-                               ["stage", "route"], buckets=_STAGE_BUCKETS, registry=r)
-        self.target_tokens = Counter("minicache_target_tokens", "Target-model tokens used by requests",
-                                     ["tenant"], registry=r)
-        self.small_tokens = Counter("minicache_small_tokens", "Small-model tokens used by requests",
-                                    ["tenant"], registry=r)
-        self.saved = Counter("minicache_target_tokens_saved", "Estimated target tokens saved by hits",
-                             ["tenant"], registry=r)
-        self.http = Counter("minicache_http_requests", "HTTP requests by method, path and status",
-                            ["method", "path", "status"], registry=r)
-        self.http_errors = Counter("minicache_http_errors", "HTTP error responses by status", ["status"], registry=r)
-        self.http_seconds = Histogram("minicache_http_request_seconds", "HTTP request latency", ["path"],
-                                      buckets=_STAGE_BUCKETS, registry=r)
+        self.requests = Counter(
+            "minicache_requests",
+            "Solve requests by endpoint, tenant and route",
+            ["endpoint", "tenant", "route"],
+            registry=r,
+        )
+        self.stage = Histogram(
+            "minicache_stage_seconds",
+            "Per-stage latency of solve requests",
+            ["stage", "route"],
+            buckets=_STAGE_BUCKETS,
+            registry=r,
+        )
+        self.target_tokens = Counter(
+            "minicache_target_tokens",
+            "Target-model tokens used by requests",
+            ["tenant"],
+            registry=r,
+        )
+        self.small_tokens = Counter(
+            "minicache_small_tokens", "Small-model tokens used by requests", ["tenant"], registry=r
+        )
+        self.saved = Counter(
+            "minicache_target_tokens_saved",
+            "Estimated target tokens saved by hits",
+            ["tenant"],
+            registry=r,
+        )
+        self.http = Counter(
+            "minicache_http_requests",
+            "HTTP requests by method, path and status",
+            ["method", "path", "status"],
+            registry=r,
+        )
+        self.http_errors = Counter(
+            "minicache_http_errors", "HTTP error responses by status", ["status"], registry=r
+        )
+        self.http_seconds = Histogram(
+            "minicache_http_request_seconds",
+            "HTTP request latency",
+            ["path"],
+            buckets=_STAGE_BUCKETS,
+            registry=r,
+        )
         self.inflight = Gauge("minicache_inflight_requests", "Requests in flight", registry=r)
         r.register(EngineCollector(engine, tenants))
         self._engine = engine
-        self._miss_tokens: dict[tuple[str, str], tuple[int, int]] = {}  # (tenant, group) -> (sum, n)
+        self._miss_tokens: dict[
+            tuple[str, str], tuple[int, int]
+        ] = {}  # (tenant, group) -> (sum, n)
         self._lock = threading.Lock()
 
     # -- solve outcomes ---------------------------------------------------------------------
@@ -125,7 +206,9 @@ class ServerMetrics:
             total, n = self._miss_tokens.get(key, (0, 0))
         if n:
             return total / n
-        counters = self._engine.store.counters(tenant)  # e.g. an imported entry: the tenant's average
+        counters = self._engine.store.counters(
+            tenant
+        )  # e.g. an imported entry: the tenant's average
         paid = counters.get("misses", 0) + counters.get("fallbacks", 0)
         return counters.get("target_tokens", 0) / paid if paid else 0.0
 

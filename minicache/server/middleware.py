@@ -18,17 +18,28 @@ from typing import Any
 
 import anyio
 
-from .errors import ApiError, send_error
-from .metrics import ServerMetrics
+from minicache.server.errors import ApiError, send_error
+from minicache.server.metrics import ServerMetrics
 
 log = logging.getLogger("minicache.server")
 
-UNLIMITED_PATHS = frozenset({"/health", "/metrics"})  # never refused for load: probes must get through
+UNLIMITED_PATHS = frozenset(
+    {"/health", "/metrics"}
+)  # never refused for load: probes must get through
 
 
 class GuardMiddleware:
-    def __init__(self, app: Any, *, max_body_bytes: int, max_inflight: int, max_inflight_per_caller: int,
-                 body_timeout_s: float, caller: Callable[[dict[str, Any]], str], metrics: ServerMetrics) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        max_body_bytes: int,
+        max_inflight: int,
+        max_inflight_per_caller: int,
+        body_timeout_s: float,
+        caller: Callable[[dict[str, Any]], str],
+        metrics: ServerMetrics,
+    ) -> None:
         self.app = app
         self.max_body = max_body_bytes
         self.max_inflight = max_inflight
@@ -40,18 +51,30 @@ class GuardMiddleware:
         self.by_caller: dict[str, int] = {}
 
     def _too_large(self) -> ApiError:
-        return ApiError(413, f"The request body exceeds the limit of {self.max_body:,} bytes.",
-                        code="request_too_large")
+        return ApiError(
+            413,
+            f"The request body exceeds the limit of {self.max_body:,} bytes.",
+            code="request_too_large",
+        )
 
     def _admit(self, scope: dict[str, Any]) -> str:
         """Take a slot for this request's caller, or 503."""
         who = self.caller(scope)
         if self.by_caller.get(who, 0) >= self.max_per_caller:
-            raise ApiError(503, f"This caller already has {self.max_per_caller} requests in flight; retry shortly.",
-                           code="overloaded", headers={"Retry-After": "1"})
+            raise ApiError(
+                503,
+                f"This caller already has {self.max_per_caller} requests in flight; retry shortly.",
+                code="overloaded",
+                headers={"Retry-After": "1"},
+            )
         if self.inflight >= self.max_inflight:
-            raise ApiError(503, f"The server is at its limit of {self.max_inflight} requests in flight; "
-                           "retry shortly.", code="overloaded", headers={"Retry-After": "1"})
+            raise ApiError(
+                503,
+                f"The server is at its limit of {self.max_inflight} requests in flight; "
+                "retry shortly.",
+                code="overloaded",
+                headers={"Retry-After": "1"},
+            )
         self.inflight += 1
         self.by_caller[who] = self.by_caller.get(who, 0) + 1
         self.metrics.inflight.inc()
@@ -91,8 +114,11 @@ class GuardMiddleware:
                 with anyio.fail_after(max(left, 0.001)):
                     message = await receive()
             except TimeoutError:
-                raise ApiError(408, f"The request body did not arrive within {self.body_timeout_s:g} s.",
-                               code="request_timeout") from None
+                raise ApiError(
+                    408,
+                    f"The request body did not arrive within {self.body_timeout_s:g} s.",
+                    code="request_timeout",
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body:
@@ -105,7 +131,11 @@ class GuardMiddleware:
         try:
             length = dict(scope.get("headers") or []).get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
-                raise self._too_large() if length.isdigit() else ApiError(400, "Invalid Content-Length header.")
+                raise (
+                    self._too_large()
+                    if length.isdigit()
+                    else ApiError(400, "Invalid Content-Length header.")
+                )
             if path not in UNLIMITED_PATHS:
                 who = self._admit(scope)
             await self.app(scope, receive_guarded, send_tracked)
@@ -117,7 +147,9 @@ class GuardMiddleware:
             log.exception("unhandled error in %s %s", scope.get("method"), path)
             if state["started"]:
                 raise
-            await send_error(send_tracked, ApiError(500, "Internal server error.", code="internal_error"))
+            await send_error(
+                send_tracked, ApiError(500, "Internal server error.", code="internal_error")
+            )
         finally:
             if who is not None:
                 self._release(who)

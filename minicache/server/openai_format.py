@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
-from ..engine import SolveResult
+from minicache.engine import SolveResult
 
 
 def _finite(value: Any) -> Any:
@@ -49,16 +49,33 @@ class SafeJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         return dumps(content).encode("utf-8")
 
+
 # -- responses ------------------------------------------------------------------------------------
 
 
 def minicache_info(result: SolveResult) -> dict[str, Any]:
-    return {"route": result.route, "group": result.group, "entry_id": result.entry_id,
-            "timings": result.timings, "tokens": result.tokens, "variables": result.variables,
-            "similarity": result.similarity, "extraction": result.extraction, "pinned": result.pinned,
-            "fallback_reason": result.fallback_reason,
-            **({"steps": result.steps, "verified": result.verified, "solver_fallback": result.solver_fallback,
-                "reused_from": result.reused_from} if result.route.startswith("step-") else {})}
+    return {
+        "route": result.route,
+        "group": result.group,
+        "entry_id": result.entry_id,
+        "timings": result.timings,
+        "tokens": result.tokens,
+        "variables": result.variables,
+        "similarity": result.similarity,
+        "extraction": result.extraction,
+        "pinned": result.pinned,
+        "fallback_reason": result.fallback_reason,
+        **(
+            {
+                "steps": result.steps,
+                "verified": result.verified,
+                "solver_fallback": result.solver_fallback,
+                "reused_from": result.reused_from,
+            }
+            if result.route.startswith("step-")
+            else {}
+        ),
+    }
 
 
 def usage(result: SolveResult) -> dict[str, int]:
@@ -74,10 +91,19 @@ def completion_id() -> str:
 
 def chat_completion(result: SolveResult, model: str) -> dict[str, Any]:
     return {
-        "id": completion_id(), "object": "chat.completion", "created": int(time.time()), "model": model,
+        "id": completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
         "system_fingerprint": None,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.answer_text},
-                     "logprobs": None, "finish_reason": "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.answer_text},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
         "usage": usage(result),
         "minicache": minicache_info(result),
     }
@@ -87,16 +113,31 @@ def sse(data: Any) -> str:
     return f"data: {dumps(data)}\n\n"
 
 
-def chat_chunks(result: SolveResult, model: str, include_usage: bool = False, piece_chars: int = 64) -> Iterator[str]:
+def chat_chunks(
+    result: SolveResult, model: str, include_usage: bool = False, piece_chars: int = 64
+) -> Iterator[str]:
     """The answer as SSE events: role, content deltas, an empty delta with finish_reason "stop" (which
     carries the ``minicache`` object), the usage chunk if asked for, then ``[DONE]``."""
-    base = {"id": completion_id(), "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
-            "system_fingerprint": None}
+    base = {
+        "id": completion_id(),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
+    }
     extra = {"usage": None} if include_usage else {}
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
-        return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-                    **extra, **more})
+        return sse(
+            {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+                **extra,
+                **more,
+            }
+        )
 
     head = chunk({"role": "assistant", "content": ""})
     tail = [chunk({}, "stop", minicache=minicache_info(result))]
@@ -108,7 +149,7 @@ def chat_chunks(result: SolveResult, model: str, include_usage: bool = False, pi
         yield head
         text = result.answer_text
         for start in range(0, len(text), piece_chars):
-            yield chunk({"content": text[start:start + piece_chars]})
+            yield chunk({"content": text[start : start + piece_chars]})
         yield from tail
 
     return events()

@@ -39,9 +39,13 @@ def check_label(value: str) -> str:
     Blank names, surrounding spaces and control characters (NUL above all: PostgreSQL refuses it)
     would make tenants and groups that no one can name again."""
     if not value or value != value.strip():
-        raise PydanticCustomError("invalid_value", "must be non-empty, without leading or trailing spaces")
+        raise PydanticCustomError(
+            "invalid_value", "must be non-empty, without leading or trailing spaces"
+        )
     if len(value) > MAX_LABEL_CHARS:
-        raise PydanticCustomError("invalid_value", "must be at most {limit} characters", {"limit": MAX_LABEL_CHARS})
+        raise PydanticCustomError(
+            "invalid_value", "must be at most {limit} characters", {"limit": MAX_LABEL_CHARS}
+        )
     if any(unicodedata.category(c) in ("Cc", "Cs", "Cn", "Zl", "Zp") for c in value):
         raise PydanticCustomError("invalid_value", "must not contain control characters")
     return value
@@ -57,8 +61,11 @@ def _flag(value: Any) -> Any:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
-    raise PydanticCustomError("invalid_type", "must be a boolean (true/false, 1/0), not {value}",
-                              {"value": repr(value)[:40]})
+    raise PydanticCustomError(
+        "invalid_type",
+        "must be a boolean (true/false, 1/0), not {value}",
+        {"value": repr(value)[:40]},
+    )
 
 
 Flag = Annotated[bool, BeforeValidator(_flag)]
@@ -67,8 +74,9 @@ Flag = Annotated[bool, BeforeValidator(_flag)]
 def _mode(value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() in ("auto", "program", "step"):
         return value.strip().lower()
-    raise PydanticCustomError("invalid_value", "must be auto, program or step, not {value}",
-                              {"value": repr(value)[:40]})
+    raise PydanticCustomError(
+        "invalid_value", "must be auto, program or step, not {value}", {"value": repr(value)[:40]}
+    )
 
 
 Mode = Annotated[Literal["auto", "program", "step"], BeforeValidator(_mode)]
@@ -80,11 +88,17 @@ class CacheControls(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    group: Label | None = Field(default=None, description="Route to this named group instead of by similarity.")
-    mode: Mode | None = Field(default=None, description="auto (default) | program | step (StepCache).")
+    group: Label | None = Field(
+        default=None, description="Route to this named group instead of by similarity."
+    )
+    mode: Mode | None = Field(
+        default=None, description="auto (default) | program | step (StepCache)."
+    )
     no_cache: Flag | None = Field(default=None, description="Skip the cache lookup.")
     no_store: Flag | None = Field(default=None, description="Record nothing for this request.")
-    force_refresh: Flag | None = Field(default=None, description="Recompute with the target and record the result.")
+    force_refresh: Flag | None = Field(
+        default=None, description="Recompute with the target and record the result."
+    )
 
     def merged(self, *lower: CacheControls) -> CacheControls:
         """These controls, with unset fields taken from ``lower`` (highest precedence first)."""
@@ -95,8 +109,11 @@ class CacheControls(BaseModel):
         return CacheControls(**values)
 
     def engine_kwargs(self) -> dict[str, Any]:
-        return {"group": self.group, "mode": self.mode or "auto",
-                **{name: bool(getattr(self, name)) for name in FLAG_NAMES}}
+        return {
+            "group": self.group,
+            "mode": self.mode or "auto",
+            **{name: bool(getattr(self, name)) for name in FLAG_NAMES},
+        }
 
 
 def controls_from_headers(headers: Any) -> CacheControls:
@@ -107,16 +124,29 @@ def controls_from_headers(headers: Any) -> CacheControls:
     try:
         return CacheControls.model_validate(found)
     except ValidationError as exc:
-        raise ValidationError.from_exception_data("headers", [
-            {"type": PydanticCustomError(e["type"], e["msg"]), "loc": (names.get(str(e["loc"][0]), "headers"),),
-             "input": e["input"]} for e in exc.errors()]) from None
+        raise ValidationError.from_exception_data(
+            "headers",
+            [
+                {
+                    "type": PydanticCustomError(e["type"], e["msg"]),
+                    "loc": (names.get(str(e["loc"][0]), "headers"),),
+                    "input": e["input"],
+                }
+                for e in exc.errors()
+            ],
+        ) from None
 
 
 def controls_from_metadata(metadata: dict[str, Any] | None) -> CacheControls:
     if not metadata:
         return CacheControls()
-    return CacheControls.model_validate({name: metadata[f"minicache_{name}"] for name in CacheControls.model_fields
-                                         if metadata.get(f"minicache_{name}") is not None})
+    return CacheControls.model_validate(
+        {
+            name: metadata[f"minicache_{name}"]
+            for name in CacheControls.model_fields
+            if metadata.get(f"minicache_{name}") is not None
+        }
+    )
 
 
 # -- chat completions -------------------------------------------------------------------------------
@@ -130,8 +160,11 @@ class TextPart(BaseModel):
 
 def _part(value: Any) -> Any:
     if isinstance(value, dict) and value.get("type") != "text":
-        raise PydanticCustomError("unsupported_content", "only text parts are supported, not {kind}",
-                                  {"kind": repr(value.get("type"))[:40]})
+        raise PydanticCustomError(
+            "unsupported_content",
+            "only text parts are supported, not {kind}",
+            {"kind": repr(value.get("type"))[:40]},
+        )
     return value
 
 
@@ -194,7 +227,9 @@ class ChatCompletionRequest(BaseModel):
     @model_validator(mode="after")
     def _has_a_question(self) -> ChatCompletionRequest:
         if not any(m.role == "user" for m in self.messages):
-            raise PydanticCustomError("missing_user_message", "messages must contain a user message (the question)")
+            raise PydanticCustomError(
+                "missing_user_message", "messages must contain a user message (the question)"
+            )
         return self
 
     def question_and_context(self) -> tuple[str, str | None]:
@@ -203,8 +238,9 @@ class ChatCompletionRequest(BaseModel):
         return texts[at], "\n\n".join(t for t in texts[:at] if t.strip()) or None
 
     def controls(self, headers: Any) -> CacheControls:
-        return (self.minicache or CacheControls()).merged(controls_from_metadata(self.metadata),
-                                                          controls_from_headers(headers))
+        return (self.minicache or CacheControls()).merged(
+            controls_from_metadata(self.metadata), controls_from_headers(headers)
+        )
 
 
 # -- native API --------------------------------------------------------------------------------------
@@ -216,8 +252,12 @@ class SolveRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    question: Any = Field(description="The request text (the engine checks it: non-empty, bounded, no NUL).")
-    context: Any = Field(default=None, description="A table or document the question is about (text or JSON).")
+    question: Any = Field(
+        description="The request text (the engine checks it: non-empty, bounded, no NUL)."
+    )
+    context: Any = Field(
+        default=None, description="A table or document the question is about (text or JSON)."
+    )
     group: Label | None = None
     mode: Mode | None = None
     no_cache: Flag | None = None
@@ -228,8 +268,9 @@ class SolveRequest(BaseModel):
 
     def controls(self, headers: Any) -> CacheControls:
         top = CacheControls(**{name: getattr(self, name) for name in CacheControls.model_fields})
-        return (self.minicache or CacheControls()).merged(controls_from_metadata(self.metadata), top,
-                                                          controls_from_headers(headers))
+        return (self.minicache or CacheControls()).merged(
+            controls_from_metadata(self.metadata), top, controls_from_headers(headers)
+        )
 
 
 class SolveResponse(BaseModel):
@@ -246,15 +287,20 @@ class SolveResponse(BaseModel):
     tokens: dict[str, int] = {}
     similarity: float = 0.0
     extraction: str | None = None
-    pinned: list[str] = Field([], description="variables whose values learned rules read and gave the small model")
+    pinned: list[str] = Field(
+        [], description="variables whose values learned rules read and gave the small model"
+    )
     fallback_reason: str | None = None
     output: str | None = None
     steps: list[str] = []
     verified: bool | None = None
     solver_fallback: bool = False
     reused_from: str | None = None
-    lock_wait_s: float = Field(0.0, description="seconds this request waited for the compute lock (other requests' "
-                                                "or a build's model calls)")
+    lock_wait_s: float = Field(
+        0.0,
+        description="seconds this request waited for the compute lock (other requests' "
+        "or a build's model calls)",
+    )
 
 
 # -- admin -------------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..config import load_engine_config
-from ..engine import EngineConfig, MiniCache
-from ..errors import ConfigError
-from .app import create_app
-from .config import ServerConfig, load_server_config, server_file_settings
+from minicache.config.models import load_engine_config
+from minicache.engine import EngineConfig, MiniCache
+from minicache.errors import ConfigError
+from minicache.server.app import create_app
+from minicache.server.config import ServerConfig, load_server_config, server_file_settings
 
 log = logging.getLogger("minicache.server")
 
@@ -31,16 +31,29 @@ def check_exposure(host: str, config: ServerConfig, insecure_no_auth: bool) -> N
     if config.auth_enabled or is_loopback(host):
         return
     if not insecure_no_auth:
-        raise ConfigError(f"refusing to serve on {host} without API keys: anyone who can reach it could use it. "
-                          "Configure api_keys (--config or MINICACHE_SERVER_API_KEYS), serve on 127.0.0.1, "
-                          "or pass --insecure-no-auth to accept that.")
-    log.warning("SERVING WITHOUT AUTHENTICATION on %s (--insecure-no-auth): every caller is tenant 'default'", host)
+        raise ConfigError(
+            f"refusing to serve on {host} without API keys: anyone who can reach it could use it. "
+            "Configure api_keys (--config or MINICACHE_SERVER_API_KEYS), serve on 127.0.0.1, "
+            "or pass --insecure-no-auth to accept that."
+        )
+    log.warning(
+        "SERVING WITHOUT AUTHENTICATION on %s (--insecure-no-auth): every caller is tenant 'default'",
+        host,
+    )
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, store: str = "minicache.db",
-          config: ServerConfig | str | Path | None = None, *, engine: MiniCache | None = None,
-          engine_config: EngineConfig | None = None, engine_options: Sequence[str] = (),
-          log_level: str = "info", insecure_no_auth: bool = False) -> None:
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    store: str = "minicache.db",
+    config: ServerConfig | str | Path | None = None,
+    *,
+    engine: MiniCache | None = None,
+    engine_config: EngineConfig | None = None,
+    engine_options: Sequence[str] = (),
+    log_level: str = "info",
+    insecure_no_auth: bool = False,
+) -> None:
     """Serve until interrupted. ``store`` is a SQLite path (or a DSN the store layer accepts);
     ``config`` a :class:`ServerConfig` or the path of its TOML file (``MINICACHE_SERVER_*`` env vars
     apply either way when a path or None is given). Without ``engine``, the target and small models
@@ -69,10 +82,20 @@ def serve(host: str = "127.0.0.1", port: int = 8000, store: str = "minicache.db"
         engine = MiniCache.local(store, config=engine_config)
     try:
         app = create_app(engine, server_config)
-        log.info("minicache server on http://%s:%d (store %s, %s)", host, port, store,
-                 f"{len(server_config.api_keys)} API key(s)" if server_config.auth_enabled else "auth off")
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                                      timeout_graceful_shutdown=30)).run()
+        log.info(
+            "minicache server on http://%s:%d (store %s, %s)",
+            host,
+            port,
+            store,
+            f"{len(server_config.api_keys)} API key(s)"
+            if server_config.auth_enabled
+            else "auth off",
+        )
+        uvicorn.Server(
+            uvicorn.Config(
+                app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30
+            )
+        ).run()
     finally:
         if own:
             engine.close()

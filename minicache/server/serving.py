@@ -17,14 +17,20 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 from fastapi import Depends, Query, Request
 
-from ..engine import InvalidRequest, MiniCache, SolveError, SolveResult
-from ..errors import BackendError
-from ..store.sqlite import StoreBusy
-from .auth import DEFAULT_TENANT, Authenticator, FailedAuthThrottle, Principal, RateLimiter
-from .config import ServerConfig
-from .errors import ApiError, store_busy
-from .metrics import ServerMetrics
-from .protocol import CacheControls, Label
+from minicache.engine import InvalidRequest, MiniCache, SolveError, SolveResult
+from minicache.errors import BackendError
+from minicache.server.auth import (
+    DEFAULT_TENANT,
+    Authenticator,
+    FailedAuthThrottle,
+    Principal,
+    RateLimiter,
+)
+from minicache.server.config import ServerConfig
+from minicache.server.errors import ApiError, store_busy
+from minicache.server.metrics import ServerMetrics
+from minicache.server.protocol import CacheControls, Label
+from minicache.store.sqlite import StoreBusy
 
 log = logging.getLogger("minicache.server")
 T = TypeVar("T")
@@ -49,8 +55,13 @@ class ServerState:
 
     @classmethod
     def create(cls, engine: MiniCache, config: ServerConfig) -> ServerState:
-        return cls(engine, config, Authenticator(config), RateLimiter(config.rate_per_s, config.burst),
-                   FailedAuthThrottle(config.auth_fail_per_s, config.auth_fail_burst))
+        return cls(
+            engine,
+            config,
+            Authenticator(config),
+            RateLimiter(config.rate_per_s, config.burst),
+            FailedAuthThrottle(config.auth_fail_per_s, config.auth_fail_burst),
+        )
 
     def tenants(self) -> set[str]:
         return self.auth.tenants() | self.seen_tenants
@@ -62,8 +73,9 @@ class ServerState:
         client = (scope.get("client") or ("unknown", 0))[0]
         return self.auth.caller(authorization.decode("latin-1") if authorization else None, client)
 
-    async def solve(self, endpoint: str, tenant: str, question: Any, context: Any,
-                    controls: CacheControls) -> SolveResult:
+    async def solve(
+        self, endpoint: str, tenant: str, question: Any, context: Any, controls: CacheControls
+    ) -> SolveResult:
         """One engine call; its failures as OpenAI-style errors (400, 502, 503), counted in the metrics."""
         self.seen_tenants.add(tenant)
 
@@ -87,7 +99,9 @@ class ServerState:
         except Exception:
             self.metrics.failed(endpoint, tenant, "error")
             log.exception("solve failed unexpectedly (tenant %s)", tenant)
-            raise ApiError(500, "Internal server error while solving the request.", code="internal_error") from None
+            raise ApiError(
+                500, "Internal server error while solving the request.", code="internal_error"
+            ) from None
 
 
 # -- dependencies ----------------------------------------------------------------------------------
@@ -118,7 +132,11 @@ def user_tenant(request: Request, server: State) -> str:
     """The tenant a /v1 request is served for (its key's), after the per-key rate limit."""
     who = principal(request, server)
     if who.tenant is None:
-        raise ApiError(403, "This key is an admin key without a tenant; use a tenant's API key.", code="no_tenant")
+        raise ApiError(
+            403,
+            "This key is an admin key without a tenant; use a tenant's API key.",
+            code="no_tenant",
+        )
     server.limiter.check(who.bucket)
     return who.tenant
 
@@ -128,17 +146,25 @@ def require_admin(request: Request, server: State) -> Principal:
     who = principal(request, server)
     if not who.admin:
         if not request.headers.get("authorization"):
-            raise ApiError(401, "Missing admin key: send 'Authorization: Bearer <admin key>'.",
-                           code="missing_api_key", headers={"WWW-Authenticate": "Bearer"})
-        if not server.auth.enabled:  # with auth off, a key that is not an admin key is a wrong guess
+            raise ApiError(
+                401,
+                "Missing admin key: send 'Authorization: Bearer <admin key>'.",
+                code="missing_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if (
+            not server.auth.enabled
+        ):  # with auth off, a key that is not an admin key is a wrong guess
             server.failed_auth.failed(request.client.host if request.client else "unknown")
         raise ApiError(403, "This endpoint needs an admin key.", code="admin_required")
     server.limiter.check(who.bucket)
     return who
 
 
-def admin_tenant(_: Annotated[Principal, Depends(require_admin)],
-                 tenant: Annotated[Label, Query(description="The tenant to act on.")] = DEFAULT_TENANT) -> str:
+def admin_tenant(
+    _: Annotated[Principal, Depends(require_admin)],
+    tenant: Annotated[Label, Query(description="The tenant to act on.")] = DEFAULT_TENANT,
+) -> str:
     """The ``?tenant=`` an admin endpoint acts on, checked like every stored name."""
     return tenant
 

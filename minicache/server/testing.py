@@ -12,7 +12,9 @@ from typing import Any
 class BackgroundServer:
     """``with BackgroundServer(app) as server: httpx.get(server.url + "/health")``."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", log_level: str = "warning", **uvicorn_options: Any) -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", log_level: str = "warning", **uvicorn_options: Any
+    ) -> None:
         import uvicorn
 
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -22,8 +24,12 @@ class BackgroundServer:
         self.url = f"http://{host}:{self.port}"
         options = {"access_log": False, "timeout_graceful_shutdown": 10, **uvicorn_options}
         self.server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, **options))
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
-                                        name="minicache-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.run,
+            kwargs={"sockets": [self._sock]},
+            name="minicache-test-server",
+            daemon=True,
+        )
 
     def start(self, timeout: float = 20.0) -> BackgroundServer:
         self._thread.start()

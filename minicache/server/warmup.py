@@ -1,6 +1,6 @@
 """Start-up warm-up: the server loads the routing index of every tenant it serves before it is ready.
 
-Loading a tenant's routing index (:mod:`minicache.route_index`) reads every example the tenant has
+Loading a tenant's routing index (:mod:`minicache.route.index`) reads every example the tenant has
 stored: a cost that grows with history (seconds at 100,000 examples). Paid on a request, that
 request would wait for it. So the app, when it starts (its lifespan), loads them in a background
 thread, and ``GET /health`` answers 503 ``{"status": "warming"}`` until every load has finished: a
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
-from ..engine import MiniCache
+from minicache.engine import MiniCache
 
 log = logging.getLogger("minicache.server")
 
@@ -51,12 +51,18 @@ class Warmup:
         return self.state != "warming"
 
     def status(self) -> dict[str, int]:
-        return {"tenants": self.total, "loaded": self.done - len(self.failed), "failed": len(self.failed)}
+        return {
+            "tenants": self.total,
+            "loaded": self.done - len(self.failed),
+            "failed": len(self.failed),
+        }
 
     def start(self) -> None:
         names = sorted(set(self._tenants()))
         self.total, self.state = len(names), "warming"
-        self._thread = threading.Thread(target=self._run, args=(names,), name="minicache-warmup", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(names,), name="minicache-warmup", daemon=True
+        )
         self._thread.start()
 
     def _run(self, names: list[str]) -> None:
@@ -69,11 +75,19 @@ class Warmup:
                     self._engine.warm_routing([name])
                 except Exception as exc:  # noqa: BLE001 - the tenant then loads on its first request
                     self.failed.append(name)
-                    log.warning("routing index of tenant %r not loaded at start-up (%s: %s); it loads on its "
-                                "first request", name, type(exc).__name__, exc)
+                    log.warning(
+                        "routing index of tenant %r not loaded at start-up (%s: %s); it loads on its "
+                        "first request",
+                        name,
+                        type(exc).__name__,
+                        exc,
+                    )
                 self.done += 1
-            log.info("routing indexes of %d tenant(s) loaded in %.2f s; ready", self.done - len(self.failed),
-                     time.perf_counter() - began)
+            log.info(
+                "routing indexes of %d tenant(s) loaded in %.2f s; ready",
+                self.done - len(self.failed),
+                time.perf_counter() - began,
+            )
         finally:
             self.state = "ready"
 

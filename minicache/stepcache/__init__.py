@@ -4,6 +4,7 @@ The engine (:class:`minicache.MiniCache`) sends a request here when it asks for 
 StepCache can verify (``mode="auto"``), or when the caller asks (``mode="step"``).
 """
 
-from .cache import NotAStepTask, StepCache, StepConfig, StepOutcome, parse, task_of
+from minicache.config.engine import StepConfig
+from minicache.stepcache.cache import NotAStepTask, StepCache, StepOutcome, parse, task_of
 
 __all__ = ["StepCache", "StepConfig", "StepOutcome", "NotAStepTask", "parse", "task_of"]

@@ -30,28 +30,21 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, NotAStepTask, SolveError
-from ..models.base import GenerationOptions, Message, ModelBackend
-from ..routing import Embedder, embed_request
-from ..store.base import StepRecord, Store, new_id
-from . import jsontask, linear
-from . import steps as stepsmod
+from minicache.config.engine import StepConfig
+from minicache.errors import BackendError, NotAStepTask, SolveError
+from minicache.models.base import GenerationOptions, Message, ModelBackend
+from minicache.route.router import Embedder, embed_request
+from minicache.stepcache import jsontask, linear
+from minicache.stepcache import steps as stepsmod
+from minicache.store.base import StepRecord, Store, new_id
 
-MATH_SYSTEM = ("You solve linear equations. Write the solution as short numbered steps, one per line, each "
-               "naming the operation and showing the equation it reaches, e.g. 'Step 1: Subtract 5 from both "
-               "sides: 3x = 15'. End with exactly the final line the user asks for, unnumbered, with the value "
-               "as an integer or decimal.")
+MATH_SYSTEM = (
+    "You solve linear equations. Write the solution as short numbered steps, one per line, each "
+    "naming the operation and showing the equation it reaches, e.g. 'Step 1: Subtract 5 from both "
+    "sides: 3x = 15'. End with exactly the final line the user asks for, unnumbered, with the value "
+    "as an integer or decimal."
+)
 JSON_SYSTEM = "Reply with only the JSON object asked for, with exactly the required keys and types."
-
-
-@dataclass
-class StepConfig:
-    threshold: float = 0.80  # cosine between masked requests for a cached request to be considered
-    repair_rounds: int = 0  # linear equations: model repairs per failing step after its patch, before the solver
-    max_patched_steps: int = 2  # linear equations: more failing steps than this go to the solver unpatched
-    candidates: int = 4  # same-frame cached requests adapted to find the one needing the fewest patches
-    max_tokens: int = 200  # a full generation
-    patch_max_tokens: int = 64  # one patched step
 
 
 @dataclass
@@ -82,19 +75,34 @@ def task_of(req: Any) -> str:
 
 
 class StepCache:
-    def __init__(self, target: ModelBackend, store: Store, embedder: Embedder, config: StepConfig | None = None):
+    def __init__(
+        self,
+        target: ModelBackend,
+        store: Store,
+        embedder: Embedder,
+        config: StepConfig | None = None,
+    ):
         self.target, self.store, self.embedder = target, store, embedder
         self.config = config or StepConfig()
 
     # ------------------------------------------------------------------------------------------
-    def solve(self, question: str, tenant: str = "default", *, record: bool = True, reuse: bool = True,
-              request: linear.LinearRequest | jsontask.JsonRequest | None = None) -> StepOutcome:
+    def solve(
+        self,
+        question: str,
+        tenant: str = "default",
+        *,
+        record: bool = True,
+        reuse: bool = True,
+        request: linear.LinearRequest | jsontask.JsonRequest | None = None,
+    ) -> StepOutcome:
         """Serve one request; ``reuse=False`` generates in full (still checked, patched and recorded).
         ``request`` is ``parse(question)`` when the caller has already parsed it."""
         req = request or parse(question)
         if req is None:
-            raise NotAStepTask("not a request StepCache can verify: it handles 'solve <linear equation>' and "
-                               "JSON objects with typed required keys (\"key\" (string|number|integer|boolean))")
+            raise NotAStepTask(
+                "not a request StepCache can verify: it handles 'solve <linear equation>' and "
+                'JSON objects with typed required keys ("key" (string|number|integer|boolean))'
+            )
         task = task_of(req)
         timings: dict[str, float] = {}
         t = time.perf_counter()
@@ -102,15 +110,28 @@ class StepCache:
         found = self._retrieve(tenant, req, vector) if reuse else "reuse switched off"
         timings["retrieve_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        if isinstance(found, str):  # skip reuse: decided from the cache alone, before any model call
+        if isinstance(
+            found, str
+        ):  # skip reuse: decided from the cache alone, before any model call
             outcome = self._generate(req, found)
         else:
             outcome = self._reuse(req, found)
-        timings["generate_s" if outcome.route == "step-skip" else "adapt_s"] = time.perf_counter() - t
+        timings["generate_s" if outcome.route == "step-skip" else "adapt_s"] = (
+            time.perf_counter() - t
+        )
         outcome.timings.update(timings)
         if record and outcome.verified and outcome.route != "step-reuse":
-            self.store.add_step_record(StepRecord(id=new_id("step"), tenant=tenant, task=task, frame=req.frame,
-                                                  request=question, steps=outcome.steps, embedding=vector))
+            self.store.add_step_record(
+                StepRecord(
+                    id=new_id("step"),
+                    tenant=tenant,
+                    task=task,
+                    frame=req.frame,
+                    request=question,
+                    steps=outcome.steps,
+                    embedding=vector,
+                )
+            )
         return outcome
 
     def _retrieve(self, tenant: str, req: Any, vector: np.ndarray) -> Adapted | str:
@@ -127,7 +148,9 @@ class StepCache:
         if not records:
             return "nothing cached for this task yet"
         sims = np.stack(embeddings) @ vector
-        close = [(float(s), r) for s, r in zip(sims, records, strict=True) if s >= self.config.threshold]
+        close = [
+            (float(s), r) for s, r in zip(sims, records, strict=True) if s >= self.config.threshold
+        ]
         if not close:
             return f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
         same = [(s, r, parse(r.request)) for s, r in close if r.frame == req.frame]
@@ -147,8 +170,11 @@ class StepCache:
 
     def _reuse(self, req: Any, adapted: Adapted) -> StepOutcome:
         if not adapted.failing:
-            outcome = (self._linear_outcome(req, adapted.steps, "step-reuse") if adapted.obj is None
-                       else self._json_outcome(req, adapted.obj, "step-reuse"))
+            outcome = (
+                self._linear_outcome(req, adapted.steps, "step-reuse")
+                if adapted.obj is None
+                else self._json_outcome(req, adapted.obj, "step-reuse")
+            )
         elif adapted.obj is None:
             outcome = self._fix_linear(req, adapted.steps, adapted.verdicts, route="step-patch")
         else:
@@ -165,23 +191,42 @@ class StepCache:
             raise NotAStepTask("not a request StepCache can verify")
         if isinstance(req, jsontask.JsonRequest):
             obj = jsontask.parse_object(text) or {}
-            return self._fix_json(req, obj, jsontask.check_object(req, obj), route="full", patch=False)
+            return self._fix_json(
+                req, obj, jsontask.check_object(req, obj), route="full", patch=False
+            )
         steps = stepsmod.segment(text)
         if steps and not any(linear.check_steps(req, steps)):
             return self._linear_outcome(req, steps, "full")
-        return self._linear_outcome(req, linear.solver_steps(req), "full", solver=True,
-                                    reason="the target's steps failed their checks: deterministic solver")
+        return self._linear_outcome(
+            req,
+            linear.solver_steps(req),
+            "full",
+            solver=True,
+            reason="the target's steps failed their checks: deterministic solver",
+        )
 
     # -- linear equations ---------------------------------------------------------------------
-    def _fix_linear(self, req: linear.LinearRequest, steps: list[str], verdicts: list[str | None], *,
-                    route: str, tokens: int = 0, reason: str = "") -> StepOutcome:
+    def _fix_linear(
+        self,
+        req: linear.LinearRequest,
+        steps: list[str],
+        verdicts: list[str | None],
+        *,
+        route: str,
+        tokens: int = 0,
+        reason: str = "",
+    ) -> StepOutcome:
         """Regenerate each failing step with the check's message, conditioned on the checked steps
         before it, at most ``1 + repair_rounds`` times; then (or at once, when more than
         ``max_patched_steps`` steps fail) the deterministic solver writes the solution."""
         steps, patched, redone = list(steps), 0, set()
         if not steps:
             steps, verdicts = [""], ["no steps"]
-        rounds = 1 + self.config.repair_rounds if sum(map(bool, verdicts)) <= self.config.max_patched_steps else 0
+        rounds = (
+            1 + self.config.repair_rounds
+            if sum(map(bool, verdicts)) <= self.config.max_patched_steps
+            else 0
+        )
         for _ in range(rounds):
             for i, verdict in enumerate(verdicts):
                 if verdict is None:
@@ -191,95 +236,216 @@ class StepCache:
                 redone.add(i)
             verdicts = linear.check_steps(req, steps)
             # a regenerated step must show the equation it reaches (prose alone checks nothing)
-            verdicts = [v or (None if i == len(steps) - 1 or i not in redone or linear.has_equation(s, req.variable)
-                              else "the step shows no equation")
-                        for i, (v, s) in enumerate(zip(verdicts, steps, strict=True))]  # one verdict per step
+            verdicts = [
+                v
+                or (
+                    None
+                    if i == len(steps) - 1
+                    or i not in redone
+                    or linear.has_equation(s, req.variable)
+                    else "the step shows no equation"
+                )
+                for i, (v, s) in enumerate(zip(verdicts, steps, strict=True))
+            ]  # one verdict per step
             if not any(verdicts):
-                return self._linear_outcome(req, steps, route, tokens=tokens, patched=patched, reason=reason)
+                return self._linear_outcome(
+                    req, steps, route, tokens=tokens, patched=patched, reason=reason
+                )
         solved = linear.solver_steps(req)
-        why = "the target's steps failed their checks after repair" if rounds else "too many steps failed their checks"
-        return self._linear_outcome(req, solved, route, tokens=tokens, patched=patched, solver=True,
-                                    reason=(reason + "; " if reason else "") + why + ": deterministic solver")
+        why = (
+            "the target's steps failed their checks after repair"
+            if rounds
+            else "too many steps failed their checks"
+        )
+        return self._linear_outcome(
+            req,
+            solved,
+            route,
+            tokens=tokens,
+            patched=patched,
+            solver=True,
+            reason=(reason + "; " if reason else "") + why + ": deterministic solver",
+        )
 
-    def _patch_step(self, req: linear.LinearRequest, steps: list[str], i: int, error: str | None) -> tuple[str, int]:
+    def _patch_step(
+        self, req: linear.LinearRequest, steps: list[str], i: int, error: str | None
+    ) -> tuple[str, int]:
         last = i == len(steps) - 1
         verified = "\n".join(f"Step {k + 1}: {s}" for k, s in enumerate(steps[:i]))
-        want = (f"the final line, exactly in the requested format {req.answer_format!r}" if last
-                else f"only Step {i + 1} (the operation and the equation it reaches)")
-        prompt = req.text + ("\n\nThese steps are already checked:\n" + verified if verified else "")
+        want = (
+            f"the final line, exactly in the requested format {req.answer_format!r}"
+            if last
+            else f"only Step {i + 1} (the operation and the equation it reaches)"
+        )
+        prompt = req.text + (
+            "\n\nThese steps are already checked:\n" + verified if verified else ""
+        )
         if error:
             prompt += f"\n\nA previous attempt at this line was wrong ({error})."
         prompt += f"\n\nWrite {want}, as a single line, nothing else."
-        out = self._complete([Message("system", MATH_SYSTEM), Message("user", prompt)], self.config.patch_max_tokens,
-                             stop=("\n",))
+        out = self._complete(
+            [Message("system", MATH_SYSTEM), Message("user", prompt)],
+            self.config.patch_max_tokens,
+            stop=("\n",),
+        )
         lines = [ln for ln in stepsmod.segment(out.text) if ln.strip()]
         return (lines[0] if lines else ""), out.prompt_tokens + out.completion_tokens
 
-    def _linear_outcome(self, req: linear.LinearRequest, steps: list[str], route: str, *, tokens: int = 0,
-                        patched: int = 0, solver: bool = False, reused_from: str | None = None,
-                        reason: str = "") -> StepOutcome:
+    def _linear_outcome(
+        self,
+        req: linear.LinearRequest,
+        steps: list[str],
+        route: str,
+        *,
+        tokens: int = 0,
+        patched: int = 0,
+        solver: bool = False,
+        reused_from: str | None = None,
+        reason: str = "",
+    ) -> StepOutcome:
         text = stepsmod.render(steps)
-        verified = not any(linear.check_steps(req, steps)) and stepsmod.integrity(steps, text) is None
+        verified = (
+            not any(linear.check_steps(req, steps)) and stepsmod.integrity(steps, text) is None
+        )
         answer = linear.read_answer(req, steps[-1]) if steps else None
-        return StepOutcome(route, "linear", text, steps, float(answer) if answer is not None else None, verified,
-                           reused_from=reused_from, reason=reason, patched=patched, solver_fallback=solver,
-                           tokens=tokens)
+        return StepOutcome(
+            route,
+            "linear",
+            text,
+            steps,
+            float(answer) if answer is not None else None,
+            verified,
+            reused_from=reused_from,
+            reason=reason,
+            patched=patched,
+            solver_fallback=solver,
+            tokens=tokens,
+        )
 
     # -- JSON --------------------------------------------------------------------------------
-    def _fix_json(self, req: jsontask.JsonRequest, obj: dict[str, Any], verdicts: dict[str, str | None], *,
-                  route: str, tokens: int = 0, reason: str = "", patch: bool = True) -> StepOutcome:
+    def _fix_json(
+        self,
+        req: jsontask.JsonRequest,
+        obj: dict[str, Any],
+        verdicts: dict[str, str | None],
+        *,
+        route: str,
+        tokens: int = 0,
+        reason: str = "",
+        patch: bool = True,
+    ) -> StepOutcome:
         """Regenerate only the failing keys, each chosen among the record's values; then, if still
         failing, one full repair of the same kind with the problems listed."""
         failing = [k for k in req.keys if verdicts.get(k)]
         kept = {k: obj[k] for k in req.keys if k in obj and not verdicts.get(k)}
         patched = 0
         if failing and patch:
-            prompt = (req.text + "\n\nAlready filled and checked: " + json.dumps(kept, ensure_ascii=False) +
-                      f"\nReply with a JSON object with only these keys: {', '.join(failing)}.")
-            out = self._complete([Message("system", JSON_SYSTEM), Message("user", prompt)],
-                                 self.config.patch_max_tokens * 2,
-                                 schema=req.schema(only=failing, from_record=True, choose_strings=False))
+            prompt = (
+                req.text
+                + "\n\nAlready filled and checked: "
+                + json.dumps(kept, ensure_ascii=False)
+                + f"\nReply with a JSON object with only these keys: {', '.join(failing)}."
+            )
+            out = self._complete(
+                [Message("system", JSON_SYSTEM), Message("user", prompt)],
+                self.config.patch_max_tokens * 2,
+                schema=req.schema(only=failing, from_record=True, choose_strings=False),
+            )
             tokens += out.prompt_tokens + out.completion_tokens
             patched = len(failing)
-            kept.update({k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing})
+            kept.update(
+                {k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing}
+            )
         verdicts = jsontask.check_object(req, kept)
-        if any(verdicts.values()):  # one-shot repair: the whole object, with what was wrong, values from the record
+        if any(
+            verdicts.values()
+        ):  # one-shot repair: the whole object, with what was wrong, values from the record
             problems = "; ".join(v for v in verdicts.values() if v)
-            prompt = req.text + f"\n\nA previous answer was wrong: {problems}. Reply with the corrected JSON object."
-            out = self._complete([Message("system", JSON_SYSTEM), Message("user", prompt)], self.config.max_tokens,
-                                 schema=req.schema(from_record=True))
+            prompt = (
+                req.text
+                + f"\n\nA previous answer was wrong: {problems}. Reply with the corrected JSON object."
+            )
+            out = self._complete(
+                [Message("system", JSON_SYSTEM), Message("user", prompt)],
+                self.config.max_tokens,
+                schema=req.schema(from_record=True),
+            )
             tokens += out.prompt_tokens + out.completion_tokens
             patched = len(req.keys)
             kept = jsontask.parse_object(out.text) or {}
             reason = (reason + "; " if reason else "") + "one-shot repair"
         return self._json_outcome(req, kept, route, tokens=tokens, patched=patched, reason=reason)
 
-    def _json_outcome(self, req: jsontask.JsonRequest, obj: dict[str, Any], route: str, *, tokens: int = 0,
-                      patched: int = 0, reused_from: str | None = None, reason: str = "") -> StepOutcome:
+    def _json_outcome(
+        self,
+        req: jsontask.JsonRequest,
+        obj: dict[str, Any],
+        route: str,
+        *,
+        tokens: int = 0,
+        patched: int = 0,
+        reused_from: str | None = None,
+        reason: str = "",
+    ) -> StepOutcome:
         text = jsontask.render(req, obj)
-        verified = not any(jsontask.check_object(req, jsontask.parse_object(text)).values()) and \
-            stepsmod.integrity([text], text, "json") is None
-        return StepOutcome(route, "json", text, [text], json.loads(text), verified, reused_from=reused_from,
-                           reason=reason, patched=patched, tokens=tokens)
+        verified = (
+            not any(jsontask.check_object(req, jsontask.parse_object(text)).values())
+            and stepsmod.integrity([text], text, "json") is None
+        )
+        return StepOutcome(
+            route,
+            "json",
+            text,
+            [text],
+            json.loads(text),
+            verified,
+            reused_from=reused_from,
+            reason=reason,
+            patched=patched,
+            tokens=tokens,
+        )
 
     # -- full generation (skip reuse) ---------------------------------------------------------
     def _generate(self, req: Any, reason: str) -> StepOutcome:
         if isinstance(req, jsontask.JsonRequest):
-            out = self._complete([Message("system", JSON_SYSTEM), Message("user", req.text)], self.config.max_tokens,
-                                 schema=req.schema(from_record=True, choose_strings=False))
+            out = self._complete(
+                [Message("system", JSON_SYSTEM), Message("user", req.text)],
+                self.config.max_tokens,
+                schema=req.schema(from_record=True, choose_strings=False),
+            )
             obj = jsontask.parse_object(out.text) or {}
-            return self._fix_json(req, obj, jsontask.check_object(req, obj), route="step-skip",
-                                  tokens=out.prompt_tokens + out.completion_tokens, reason=reason)
-        out = self._complete([Message("system", MATH_SYSTEM), Message("user", req.text)], self.config.max_tokens)
+            return self._fix_json(
+                req,
+                obj,
+                jsontask.check_object(req, obj),
+                route="step-skip",
+                tokens=out.prompt_tokens + out.completion_tokens,
+                reason=reason,
+            )
+        out = self._complete(
+            [Message("system", MATH_SYSTEM), Message("user", req.text)], self.config.max_tokens
+        )
         steps = stepsmod.segment(out.text)
-        return self._fix_linear(req, steps, linear.check_steps(req, steps), route="step-skip",
-                                tokens=out.prompt_tokens + out.completion_tokens, reason=reason)
+        return self._fix_linear(
+            req,
+            steps,
+            linear.check_steps(req, steps),
+            route="step-skip",
+            tokens=out.prompt_tokens + out.completion_tokens,
+            reason=reason,
+        )
 
-    def _complete(self, messages: list[Message], max_tokens: int, schema: dict[str, Any] | None = None,
-                  stop: tuple[str, ...] = ()):
+    def _complete(
+        self,
+        messages: list[Message],
+        max_tokens: int,
+        schema: dict[str, Any] | None = None,
+        stop: tuple[str, ...] = (),
+    ):
         try:
-            return self.target.complete(messages, GenerationOptions(max_tokens=max_tokens, json_schema=schema,
-                                                                    stop=stop))
+            return self.target.complete(
+                messages, GenerationOptions(max_tokens=max_tokens, json_schema=schema, stop=stop)
+            )
         except BackendError as exc:
             raise SolveError(f"target model failed: {exc}") from exc
 
@@ -295,14 +461,20 @@ class Adapted:
 
     @property
     def failing(self) -> int:
-        return sum(1 for v in (self.verdicts.values() if isinstance(self.verdicts, dict) else self.verdicts) if v)
+        return sum(
+            1
+            for v in (self.verdicts.values() if isinstance(self.verdicts, dict) else self.verdicts)
+            if v
+        )
 
 
 def _adapt(req: Any, record: StepRecord, old: Any) -> Adapted:
     """Re-instantiate ``record``'s output for ``req`` and check it (no model involved)."""
     if isinstance(req, linear.LinearRequest):
         steps = linear.lift_steps(old, record.steps, req)
-        return Adapted(record, steps, None, linear.check_steps(req, steps) if steps else ["no steps"])
+        return Adapted(
+            record, steps, None, linear.check_steps(req, steps) if steps else ["no steps"]
+        )
     old_obj = jsontask.parse_object(record.steps[0]) if record.steps else None
     obj = jsontask.rebind(old, old_obj or {}, req)
     return Adapted(record, [], obj, jsontask.check_object(req, obj))

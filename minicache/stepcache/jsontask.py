@@ -33,8 +33,13 @@ class JsonRequest:
     def keys(self) -> list[str]:
         return [k for k, _ in self.fields]
 
-    def schema(self, only: list[str] | None = None, *, from_record: bool = False,
-               choose_strings: bool = True) -> dict[str, Any]:
+    def schema(
+        self,
+        only: list[str] | None = None,
+        *,
+        from_record: bool = False,
+        choose_strings: bool = True,
+    ) -> dict[str, Any]:
         """The JSON schema for schema-constrained generation (all keys required, nothing else).
 
         ``from_record`` also limits each value to the record's values (an ``enum``, without a
@@ -52,8 +57,12 @@ class JsonRequest:
             choices = self.choices(t) if from_record and (choose_strings or t != "string") else []
             if choices:
                 props[k] = {"enum": choices}
-        return {"type": "object", "properties": props, "required": [k for k, _ in keys],
-                "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": props,
+            "required": [k for k, _ in keys],
+            "additionalProperties": False,
+        }
 
     def choices(self, kind: str) -> list[Any]:
         """The record's values a key of type ``kind`` may take (empty: no restriction is possible)."""
@@ -81,7 +90,7 @@ def parse_request(text: str) -> JsonRequest | None:
         return None
     # the key list runs from the sentence that introduces it to the last key
     start = text.rfind(".", 0, matches[0].start()) + 1
-    record = (text[:start] + " " + text[matches[-1].end():]).strip()
+    record = (text[:start] + " " + text[matches[-1].end() :]).strip()
     strings = _QUOTED.findall(record)
     numbers = _NUMBER.findall(_QUOTED.sub(" ", record))
     frame = _NUMBER.sub("N", _QUOTED.sub("S", record))
@@ -98,7 +107,7 @@ def parse_object(text: str) -> dict[str, Any] | None:
     if start < 0 or end < start:
         return None
     try:
-        value = json.loads(text[start:end + 1])
+        value = json.loads(text[start : end + 1])
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
@@ -145,8 +154,11 @@ def _string_from_record(req: JsonRequest, value: str) -> bool:
             return True
     except ValueError:
         pass
-    return (v in req.record.lower() and not re.search(r"\d", v)
-            and not any(v in q or q in v for q in quoted))
+    return (
+        v in req.record.lower()
+        and not re.search(r"\d", v)
+        and not any(v in q or q in v for q in quoted)
+    )
 
 
 def check_object(req: JsonRequest, obj: dict[str, Any] | None) -> dict[str, str | None]:
@@ -185,11 +197,15 @@ def rebind(cached: JsonRequest, old: dict[str, Any], req: JsonRequest) -> dict[s
 _UNBOUND = object()
 
 
-def _rebind_value(cached: JsonRequest, value: Any, req: JsonRequest, old_type: str | None, new_type: str) -> Any:
+def _rebind_value(
+    cached: JsonRequest, value: Any, req: JsonRequest, old_type: str | None, new_type: str
+) -> Any:
     """``value``'s slot in the cached record, filled from the same slot of ``req`` and written as
     ``new_type`` (a number asked for as a string is the number as the record writes it)."""
     if isinstance(value, bool):
-        return value if len(cached.numbers) == len(req.numbers) and old_type == new_type else _UNBOUND
+        return (
+            value if len(cached.numbers) == len(req.numbers) and old_type == new_type else _UNBOUND
+        )
     if isinstance(value, (int, float)):
         slots = [i for i, n in enumerate(cached.numbers) if abs(_num(n) - float(value)) < 1e-9]
         if len(slots) != 1 or len(cached.numbers) != len(req.numbers):
@@ -206,14 +222,20 @@ def _rebind_value(cached: JsonRequest, value: Any, req: JsonRequest, old_type: s
     if isinstance(value, str):
         if new_type != "string":
             return _UNBOUND  # a string asked for as a number: let the patch choose
-        slots = [i for i, s in enumerate(cached.strings) if s.strip().lower() == value.strip().lower()]
+        slots = [
+            i for i, s in enumerate(cached.strings) if s.strip().lower() == value.strip().lower()
+        ]
         if len(slots) == 1 and len(cached.strings) == len(req.strings):
             return req.strings[slots[0]]
         numeric = [i for i, n in enumerate(cached.numbers) if n == value.strip()]
         if not slots and len(numeric) == 1 and len(cached.numbers) == len(req.numbers):
             return req.numbers[numeric[0]]  # a number written as a string, from its slot
-        if not slots and value.strip() and value.lower() in req.record.lower() \
-                and not any(value.lower() in s.lower() for s in cached.strings):
+        if (
+            not slots
+            and value.strip()
+            and value.lower() in req.record.lower()
+            and not any(value.lower() in s.lower() for s in cached.strings)
+        ):
             return value  # part of the frame both requests share
         return _UNBOUND
     return _UNBOUND

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ..errors import StepParseError as ParseError  # re-exported under its old name
+from minicache.errors import StepParseError as ParseError  # re-exported under its old name
 
 TOLERANCE = Fraction(1, 100)  # answers and step values within 0.01 (steps may round, e.g. 3.33)
 
@@ -160,7 +160,7 @@ def _answer_format(text: str) -> tuple[str | None, str]:
         return m.group(1), text[:start] + " " + text[end:]
     m = _FORMAT.search(text)
     if m:
-        return next(g for g in m.groups() if g), text[:m.start()] + " " + text[m.end():]
+        return next(g for g in m.groups() if g), text[: m.start()] + " " + text[m.end() :]
     return None, text
 
 
@@ -193,7 +193,7 @@ def parse_request(text: str) -> LinearRequest | None:
     fmt = fmt or f"{variable} = <value>"
     constants = [Fraction(n) for n in _NUMBER.findall(equation)]
     masked_eq = _NUMBER.sub("N", _format_mask(equation, variable)).replace(" ", "")
-    frame = body[: m.start()] + " <EQ " + masked_eq + "> " + body[m.end():]
+    frame = body[: m.start()] + " <EQ " + masked_eq + "> " + body[m.end() :]
     frame = _NUMBER.sub("N", _format_mask(frame, variable))
     frame = re.sub(r"\s+", " ", frame).strip()
     return LinearRequest(text, variable, equation, lhs, rhs, fmt, constants, frame, masked_eq)
@@ -219,10 +219,14 @@ def solver_steps(req: LinearRequest) -> list[str]:
     v, a, b = req.variable, req.lhs.coef - req.rhs.coef, req.rhs.const - req.lhs.const
     s = solve(req)
     steps = [f"Start from the equation: {req.equation}"]
-    steps.append(f"Collect the {v} terms on the left and the constants on the right: "
-                 f"{fmt_number(a)}{v} = {fmt_number(b)}")
+    steps.append(
+        f"Collect the {v} terms on the left and the constants on the right: "
+        f"{fmt_number(a)}{v} = {fmt_number(b)}"
+    )
     if a != 1:
-        steps.append(f"Divide both sides by {fmt_number(a)}: {v} = {fmt_number(b)}/{fmt_number(a)} = {fmt_number(s)}")
+        steps.append(
+            f"Divide both sides by {fmt_number(a)}: {v} = {fmt_number(b)}/{fmt_number(a)} = {fmt_number(s)}"
+        )
     steps.append(answer_line(req, s))
     return steps
 
@@ -275,7 +279,9 @@ def check_step(req: LinearRequest, step: str) -> str | None:
 def read_answer(req: LinearRequest, line: str) -> Fraction | None:
     """The value in a line written in the requested answer format, or None if it is not in that format."""
     value = r"(-?\d+(?:\.\d+)?(?:/\d+)?)"
-    pattern = re.escape(re.sub(r"\s+", " ", req.answer_format.strip())).replace(re.escape("<value>"), value)
+    pattern = re.escape(re.sub(r"\s+", " ", req.answer_format.strip())).replace(
+        re.escape("<value>"), value
+    )
     pattern = pattern.replace(r"\ ", r"\s*")
     m = re.fullmatch(rf"\s*{pattern}\s*\.?\s*", line.strip())
     if not m:
@@ -310,7 +316,15 @@ def _base_values(req: LinearRequest) -> list[Fraction]:
     """The values a worked solution's numbers are made of: the equation's constants, the collected
     coefficient and constant, both sides' parts and the solution."""
     a, b = req.lhs.coef - req.rhs.coef, req.rhs.const - req.lhs.const
-    return list(req.constants) + [a, b, solve(req), req.lhs.coef, req.lhs.const, req.rhs.coef, req.rhs.const]
+    return list(req.constants) + [
+        a,
+        b,
+        solve(req),
+        req.lhs.coef,
+        req.lhs.const,
+        req.rhs.coef,
+        req.rhs.const,
+    ]
 
 
 def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[Fraction]]:
@@ -324,7 +338,9 @@ def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[
         if abs(n) not in table.setdefault(key, []):
             table[key].append(abs(n))
 
-    for o, n in zip(ob, nb, strict=True):  # same frame, same constants: the loops below index both alike
+    for o, n in zip(
+        ob, nb, strict=True
+    ):  # same frame, same constants: the loops below index both alike
         add(o, n)
     for i in range(len(ob)):
         for j in range(len(ob)):
@@ -338,7 +354,9 @@ def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[
     return table
 
 
-def lift_steps(old: LinearRequest, steps: list[str], new: LinearRequest, max_choices: int = 64) -> list[str]:
+def lift_steps(
+    old: LinearRequest, steps: list[str], new: LinearRequest, max_choices: int = 64
+) -> list[str]:
     """``steps`` (verified for ``old``) rewritten for ``new``: the unknown renamed, the final line
     written in ``new``'s answer format, and every number
     that is derivable from ``old``'s values replaced by the same derivation on ``new``'s. Where a
@@ -361,7 +379,9 @@ def lift_steps(old: LinearRequest, steps: list[str], new: LinearRequest, max_cho
         options = [table.get(Fraction(n), []) or [Fraction(n)] for n in numbers]
         first = None
         for choice in itertools.islice(itertools.product(*options), max_choices):
-            text = pieces[0] + "".join(fmt_number(v) + rest for v, rest in zip(choice, pieces[1:], strict=True))
+            text = pieces[0] + "".join(
+                fmt_number(v) + rest for v, rest in zip(choice, pieces[1:], strict=True)
+            )
             first = first or text
             if check_step(new, text) is None and (not last or check_final(new, text) is None):
                 break

@@ -25,7 +25,7 @@ def segment(text: str, kind: str = "math") -> list[str]:
     numbered = any(_LABEL.match(ln) for ln in lines)
     for i, line in enumerate(lines):
         label = _LABEL.match(line)
-        body = line[label.end():].strip() if label else line
+        body = line[label.end() :].strip() if label else line
         last = i == len(lines) - 1
         if numbered and not label and steps and not last and not _looks_final(line):
             steps[-1] = f"{steps[-1]} {body}"  # a wrapped continuation of the previous step

@@ -3,24 +3,49 @@
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreBusy, StoreError
-from .base import Entry, EntryStatus, Example, Group, GroupStatus, Store, Variable, new_id, program_hash
-from .sqlite import SQLiteStore
+from minicache.errors import StoreBusy, StoreError
+from minicache.store.base import (
+    Entry,
+    EntryStatus,
+    Example,
+    Group,
+    GroupStatus,
+    Store,
+    Variable,
+    new_id,
+    program_hash,
+)
+from minicache.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
+    from minicache.store.postgres import PostgresStore
 
 
 def __getattr__(name: str) -> Any:
     # psycopg is imported only when a PostgreSQL store is asked for.
     if name == "PostgresStore":
-        from .postgres import PostgresStore
+        from minicache.store.postgres import PostgresStore
 
         return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["Entry", "EntryStatus", "Example", "Group", "GroupStatus", "PostgresStore", "Store", "Variable",
-           "SQLiteStore", "StoreBusy", "StoreError", "new_id", "program_hash", "open_store"]
+
+__all__ = [
+    "Entry",
+    "EntryStatus",
+    "Example",
+    "Group",
+    "GroupStatus",
+    "PostgresStore",
+    "Store",
+    "Variable",
+    "SQLiteStore",
+    "StoreBusy",
+    "StoreError",
+    "new_id",
+    "program_hash",
+    "open_store",
+]
 
 
 def open_store(spec: "str | Store | None", *, create: bool = True) -> Store:
@@ -37,12 +62,14 @@ def open_store(spec: "str | Store | None", *, create: bool = True) -> Store:
             raise StoreError("the store is empty: give a SQLite file path or a postgresql:// URL")
         if spec.lower().startswith(("postgres://", "postgresql://")):
             try:
-                from .postgres import PostgresStore
+                from minicache.store.postgres import PostgresStore
             except ImportError as exc:
                 raise StoreError(f"PostgreSQL stores need psycopg: {exc}") from exc
             return PostgresStore(spec, create=create)
         if re.match(r"^\s*\w+\s*=", spec) or re.match(r"^[a-z][a-z0-9+.-]*://", spec, re.I):
-            raise StoreError("not a store this MiniCache knows: use a file path for SQLite or a "
-                             "postgresql:// URL (key=value strings and other URL schemes are not accepted)")
+            raise StoreError(
+                "not a store this MiniCache knows: use a file path for SQLite or a "
+                "postgresql:// URL (key=value strings and other URL schemes are not accepted)"
+            )
         return SQLiteStore(spec, create=create)
     return spec

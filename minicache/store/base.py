@@ -90,10 +90,10 @@ class Entry:
     failures: int = 0
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
-    # Audits (see minicache.hit): served hits also answered by the miss path, and how many agreed.
+    # Audits (see minicache.hit.verify): served hits also answered by the miss path, and how many agreed.
     audits_agreed: int = 0
     audits_disagreed: int = 0
-    # The small model's choices on hit attempts (see minicache.model_record): served, refused, milliseconds.
+    # The small model's choices on hit attempts (see minicache.hit.model_record): served, refused, milliseconds.
     model_served: int = 0
     model_refused: int = 0
     model_ms: int = 0
@@ -108,13 +108,27 @@ class Entry:
         return program_hash(self.program)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "tenant": self.tenant, "group_id": self.group_id, "version": self.version,
-                "status": self.status, "template": [v.as_dict() for v in self.template],
-                "program": self.program, "program_hash": self.program_hash, "validation": self.validation,
-                "rules": self.rules, "hits": self.hits, "failures": self.failures,
-                "audits_agreed": self.audits_agreed, "audits_disagreed": self.audits_disagreed,
-                "model_served": self.model_served, "model_refused": self.model_refused, "model_ms": self.model_ms,
-                "created_at": self.created_at, "updated_at": self.updated_at}
+        return {
+            "id": self.id,
+            "tenant": self.tenant,
+            "group_id": self.group_id,
+            "version": self.version,
+            "status": self.status,
+            "template": [v.as_dict() for v in self.template],
+            "program": self.program,
+            "program_hash": self.program_hash,
+            "validation": self.validation,
+            "rules": self.rules,
+            "hits": self.hits,
+            "failures": self.failures,
+            "audits_agreed": self.audits_agreed,
+            "audits_disagreed": self.audits_disagreed,
+            "model_served": self.model_served,
+            "model_refused": self.model_refused,
+            "model_ms": self.model_ms,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
 
 
 @dataclass
@@ -174,7 +188,9 @@ class Store(Protocol):
     # example becomes visible only after every example with a lower seq (commit order)
     def examples_since(self, tenant: str, cursor: int, limit: int = 10_000) -> list[RoutingRow]: ...
     # why the group's last build failed or its entry was evicted (JSON), for the next attempt
-    def set_group_failure(self, tenant: str, group_id: str, failure: dict[str, Any] | None) -> None: ...
+    def set_group_failure(
+        self, tenant: str, group_id: str, failure: dict[str, Any] | None
+    ) -> None: ...
     def group_failure(self, tenant: str, group_id: str) -> dict[str, Any] | None: ...
 
     # entries

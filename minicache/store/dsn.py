@@ -19,8 +19,13 @@ def redact_dsn(dsn: str) -> str:
             if "@" in netloc:
                 userinfo, hosts = netloc.rsplit("@", 1)
                 netloc = f"{userinfo.split(':', 1)[0]}@{hosts}"
-            query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                               if k.lower() != "password"])
+            query = urlencode(
+                [
+                    (k, v)
+                    for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                    if k.lower() != "password"
+                ]
+            )
             return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
         except ValueError:
             return "postgresql://<unparseable DSN>"

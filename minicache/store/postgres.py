@@ -31,14 +31,33 @@ try:
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError("the PostgreSQL store needs psycopg 3 and psycopg-pool: "
-                      "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3") from exc
+    raise ImportError(
+        "the PostgreSQL store needs psycopg 3 and psycopg-pool: "
+        "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3"
+    ) from exc
 
-from ..errors import StoreError
-from .base import Entry, EntryStatus, Example, Group, RoutingRow, StepRecord, dumps, stack_embeddings
-from .dsn import redact_dsn
-from .rows import entry_row, example_row, step_record_row, to_entry, to_example, to_group, to_step_record
-from .schema import POSTGRES, upgrade
+from minicache.errors import StoreError
+from minicache.store.base import (
+    Entry,
+    EntryStatus,
+    Example,
+    Group,
+    RoutingRow,
+    StepRecord,
+    dumps,
+    stack_embeddings,
+)
+from minicache.store.dsn import redact_dsn
+from minicache.store.rows import (
+    entry_row,
+    example_row,
+    step_record_row,
+    to_entry,
+    to_example,
+    to_group,
+    to_step_record,
+)
+from minicache.store.schema import POSTGRES, upgrade
 
 # Any constant: the key of the advisory lock that serializes migrations (per database).
 _MIGRATION_LOCK = 0x6D696E6963616368  # "minicach"
@@ -65,8 +84,16 @@ def _one(c: Conn, sql: str, args: tuple[Any, ...] = ()) -> Any:
 class PostgresStore:
     """The :class:`~minicache.store.base.Store` protocol on PostgreSQL (psycopg 3 + a connection pool)."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 30.0,
-                 connect_timeout: int = 10, create: bool = True) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 30.0,
+        connect_timeout: int = 10,
+        create: bool = True,
+    ) -> None:
         """``create=False``: the database must already hold a MiniCache schema (else StoreError, and
         nothing is created in it); commands that only read use it."""
         self.dsn, self.safe_dsn, self.timeout = dsn, redact_dsn(dsn), timeout
@@ -82,14 +109,22 @@ class PostgresStore:
         self._local = threading.local()  # this thread's connection while it runs a transaction
         self._migrate(create)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
-            dsn, connection_class=Conn, min_size=min_size, max_size=max_size, open=False, timeout=timeout,
+            dsn,
+            connection_class=Conn,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            timeout=timeout,
             name=f"minicache-store-{id(self):x}",
-            kwargs={"autocommit": True, "row_factory": dict_row, **self._connect_kwargs})
+            kwargs={"autocommit": True, "row_factory": dict_row, **self._connect_kwargs},
+        )
         try:
             self._pool.open(wait=True, timeout=timeout)
         except psycopg.Error as exc:
             self._pool.close()
-            raise StoreError(f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}") from exc
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}"
+            ) from exc
 
     # -- connections ----------------------------------------------------------------------
     def _error(self, exc: psycopg.Error) -> StoreError:
@@ -131,12 +166,18 @@ class PostgresStore:
 
     def _migrate(self, create: bool = True) -> None:
         try:
-            conn = psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row, **self._connect_kwargs)
+            conn = psycopg.connect(
+                self.dsn, autocommit=True, row_factory=dict_row, **self._connect_kwargs
+            )
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()
+            ) from exc
         try:
             if not create and not _one(conn, "SELECT to_regclass('schema_version') IS NOT NULL"):
-                raise StoreError(f"{self.safe_dsn} holds no MiniCache store (it has no schema_version table)")
+                raise StoreError(
+                    f"{self.safe_dsn} holds no MiniCache store (it has no schema_version table)"
+                )
             with conn.transaction():
                 # Replicas starting together queue here; the first migrates, the others find it done.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
@@ -144,7 +185,9 @@ class PostgresStore:
                 current = _one(conn, "SELECT COALESCE(MAX(version), 0) FROM schema_version")
                 upgrade(conn.execute, current, POSTGRES, self.safe_dsn)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot migrate the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()) from exc
+            raise StoreError(
+                f"cannot migrate the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()
+            ) from exc
         finally:
             conn.close()
 
@@ -153,11 +196,15 @@ class PostgresStore:
             return int(_one(c, "SELECT MAX(version) FROM schema_version"))
 
     # -- groups -----------------------------------------------------------------------------
-    _GROUP_SELECT = ("SELECT g.*, (SELECT COUNT(*) FROM examples e WHERE e.tenant=g.tenant AND e.group_id=g.id) "
-                     "AS n FROM groups g")
+    _GROUP_SELECT = (
+        "SELECT g.*, (SELECT COUNT(*) FROM examples e WHERE e.tenant=g.tenant AND e.group_id=g.id) "
+        "AS n FROM groups g"
+    )
 
     def _get_group(self, c: Conn, tenant: str, group_id: str) -> Group | None:
-        row = c.execute(self._GROUP_SELECT + " WHERE g.tenant=%s AND g.id=%s", (tenant, group_id)).fetchone()
+        row = c.execute(
+            self._GROUP_SELECT + " WHERE g.tenant=%s AND g.id=%s", (tenant, group_id)
+        ).fetchone()
         return to_group(row, row["n"]) if row else None
 
     def get_group(self, tenant: str, group_id: str) -> Group | None:
@@ -166,38 +213,58 @@ class PostgresStore:
 
     def ensure_group(self, tenant: str, group_id: str, label: str | None = None) -> Group:
         with self._conn() as c:
-            c.execute("INSERT INTO groups (tenant, id, label, created_at) VALUES (%s,%s,%s,%s) "
-                      "ON CONFLICT (tenant, id) DO NOTHING", (tenant, group_id, label, time.time()))
+            c.execute(
+                "INSERT INTO groups (tenant, id, label, created_at) VALUES (%s,%s,%s,%s) "
+                "ON CONFLICT (tenant, id) DO NOTHING",
+                (tenant, group_id, label, time.time()),
+            )
             group = self._get_group(c, tenant, group_id)
         if group is None:  # deleted by another replica in between: as good as never created
-            raise StoreError(f"group {group_id} of tenant {tenant} was deleted while it was being created")
+            raise StoreError(
+                f"group {group_id} of tenant {tenant} was deleted while it was being created"
+            )
         return group
 
     def list_groups(self, tenant: str) -> list[Group]:
         with self._conn() as c:
-            rows = c.execute(self._GROUP_SELECT + " WHERE g.tenant=%s ORDER BY g.created_at, g.seq",
-                             (tenant,)).fetchall()
+            rows = c.execute(
+                self._GROUP_SELECT + " WHERE g.tenant=%s ORDER BY g.created_at, g.seq", (tenant,)
+            ).fetchall()
         return [to_group(r, r["n"]) for r in rows]
 
     def update_group(self, group: Group) -> None:
         with self._conn() as c:
-            c.execute("UPDATE groups SET label=%s, status=%s, build_failures=%s, uncacheable_until=%s "
-                      "WHERE tenant=%s AND id=%s", (group.label, group.status, group.build_failures,
-                                                    float(group.uncacheable_until), group.tenant, group.id))
+            c.execute(
+                "UPDATE groups SET label=%s, status=%s, build_failures=%s, uncacheable_until=%s "
+                "WHERE tenant=%s AND id=%s",
+                (
+                    group.label,
+                    group.status,
+                    group.build_failures,
+                    float(group.uncacheable_until),
+                    group.tenant,
+                    group.id,
+                ),
+            )
 
     @staticmethod
     def _lock_group(c: Conn, tenant: str, group_id: str, create_at: float | None = None) -> None:
         """Serialize the writers of one group's entries (put_entry, status changes) until commit;
         with ``create_at``, create the group first if it does not exist."""
         if create_at is not None:
-            c.execute("INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) ON CONFLICT (tenant, id) "
-                      "DO NOTHING", (tenant, group_id, create_at))
+            c.execute(
+                "INSERT INTO groups (tenant, id, created_at) VALUES (%s,%s,%s) ON CONFLICT (tenant, id) "
+                "DO NOTHING",
+                (tenant, group_id, create_at),
+            )
         c.execute("SELECT 1 FROM groups WHERE tenant=%s AND id=%s FOR UPDATE", (tenant, group_id))
 
     def delete_group(self, tenant: str, group_id: str) -> int:
         with self._tx() as c:
             self._lock_group(c, tenant, group_id)
-            n = c.execute("DELETE FROM entries WHERE tenant=%s AND group_id=%s", (tenant, group_id)).rowcount
+            n = c.execute(
+                "DELETE FROM entries WHERE tenant=%s AND group_id=%s", (tenant, group_id)
+            ).rowcount
             c.execute("DELETE FROM examples WHERE tenant=%s AND group_id=%s", (tenant, group_id))
             c.execute("DELETE FROM groups WHERE tenant=%s AND id=%s", (tenant, group_id))
         return n
@@ -210,38 +277,54 @@ class PostgresStore:
 
     def examples(self, tenant: str, group_id: str) -> list[Example]:
         with self._conn() as c:
-            rows = c.execute("SELECT * FROM examples WHERE tenant=%s AND group_id=%s ORDER BY created_at, seq",
-                             (tenant, group_id)).fetchall()
+            rows = c.execute(
+                "SELECT * FROM examples WHERE tenant=%s AND group_id=%s ORDER BY created_at, seq",
+                (tenant, group_id),
+            ).fetchall()
         return [to_example(r) for r in rows]
 
     def clear_examples(self, tenant: str, group_id: str) -> int:
         with self._tx() as c:
-            n = c.execute("DELETE FROM examples WHERE tenant=%s AND group_id=%s", (tenant, group_id)).rowcount
-            c.execute("UPDATE groups SET build_failures=0, status='open' WHERE tenant=%s AND id=%s",
-                      (tenant, group_id))
+            n = c.execute(
+                "DELETE FROM examples WHERE tenant=%s AND group_id=%s", (tenant, group_id)
+            ).rowcount
+            c.execute(
+                "UPDATE groups SET build_failures=0, status='open' WHERE tenant=%s AND id=%s",
+                (tenant, group_id),
+            )
         return n
 
     def routing_index(self, tenant: str) -> tuple[list[str], np.ndarray]:
         with self._conn() as c:
-            rows = c.execute("SELECT group_id, embedding FROM examples WHERE tenant=%s AND embedding IS NOT NULL "
-                             "ORDER BY created_at, seq", (tenant,)).fetchall()
+            rows = c.execute(
+                "SELECT group_id, embedding FROM examples WHERE tenant=%s AND embedding IS NOT NULL "
+                "ORDER BY created_at, seq",
+                (tenant,),
+            ).fetchall()
         return stack_embeddings([(r["group_id"], bytes(r["embedding"])) for r in rows])
 
     def examples_since(self, tenant: str, cursor: int, limit: int = 10_000) -> list[RoutingRow]:
         """Examples with an embedding and ``seq > cursor``, oldest first (an index range scan)."""
         with self._conn() as c:
-            rows = c.execute("SELECT seq, id, group_id, embedding FROM examples WHERE tenant=%s AND seq>%s "
-                             "AND embedding IS NOT NULL ORDER BY seq LIMIT %s", (tenant, cursor, limit)).fetchall()
+            rows = c.execute(
+                "SELECT seq, id, group_id, embedding FROM examples WHERE tenant=%s AND seq>%s "
+                "AND embedding IS NOT NULL ORDER BY seq LIMIT %s",
+                (tenant, cursor, limit),
+            ).fetchall()
         return [RoutingRow(r["seq"], r["id"], r["group_id"], bytes(r["embedding"])) for r in rows]
 
     def set_group_failure(self, tenant: str, group_id: str, failure: dict[str, Any] | None) -> None:
         with self._conn() as c:
-            c.execute("UPDATE groups SET failure=%s WHERE tenant=%s AND id=%s",
-                      (None if failure is None else dumps(failure), tenant, group_id))
+            c.execute(
+                "UPDATE groups SET failure=%s WHERE tenant=%s AND id=%s",
+                (None if failure is None else dumps(failure), tenant, group_id),
+            )
 
     def group_failure(self, tenant: str, group_id: str) -> dict[str, Any] | None:
         with self._conn() as c:
-            row = c.execute("SELECT failure FROM groups WHERE tenant=%s AND id=%s", (tenant, group_id)).fetchone()
+            row = c.execute(
+                "SELECT failure FROM groups WHERE tenant=%s AND id=%s", (tenant, group_id)
+            ).fetchone()
         return json.loads(row["failure"]) if row and row["failure"] else None
 
     # -- entries --------------------------------------------------------------------------
@@ -252,13 +335,26 @@ class PostgresStore:
         now = time.time()
         with self._tx() as c:
             self._lock_group(c, entry.tenant, entry.group_id, create_at=now)
-            version = _one(c, "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE tenant=%s AND group_id=%s",
-                           (entry.tenant, entry.group_id))
+            version = _one(
+                c,
+                "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE tenant=%s AND group_id=%s",
+                (entry.tenant, entry.group_id),
+            )
             if entry.status == "active":
-                c.execute("UPDATE entries SET status='superseded', updated_at=%s WHERE tenant=%s AND group_id=%s "
-                          "AND status='active'", (now, entry.tenant, entry.group_id))
-                c.execute("UPDATE groups SET status='cached' WHERE tenant=%s AND id=%s", (entry.tenant, entry.group_id))
-            c.execute(*POSTGRES.insert("entries", {**entry_row(entry), "version": version, "updated_at": now}))
+                c.execute(
+                    "UPDATE entries SET status='superseded', updated_at=%s WHERE tenant=%s AND group_id=%s "
+                    "AND status='active'",
+                    (now, entry.tenant, entry.group_id),
+                )
+                c.execute(
+                    "UPDATE groups SET status='cached' WHERE tenant=%s AND id=%s",
+                    (entry.tenant, entry.group_id),
+                )
+            c.execute(
+                *POSTGRES.insert(
+                    "entries", {**entry_row(entry), "version": version, "updated_at": now}
+                )
+            )
         entry.version, entry.updated_at = version, now
         return entry
 
@@ -280,19 +376,28 @@ class PostgresStore:
 
     def active_entry(self, tenant: str, group_id: str) -> Entry | None:
         with self._conn() as c:
-            row = c.execute("SELECT * FROM entries WHERE tenant=%s AND group_id=%s AND status='active' "
-                            "ORDER BY version DESC LIMIT 1", (tenant, group_id)).fetchone()
+            row = c.execute(
+                "SELECT * FROM entries WHERE tenant=%s AND group_id=%s AND status='active' "
+                "ORDER BY version DESC LIMIT 1",
+                (tenant, group_id),
+            ).fetchone()
         return to_entry(row) if row else None
 
     def get_entry(self, tenant: str, entry_id: str) -> Entry | None:
         with self._conn() as c:
-            row = c.execute("SELECT * FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
+            row = c.execute(
+                "SELECT * FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)
+            ).fetchone()
         return to_entry(row) if row else None
 
     def list_entries(self, tenant: str, status: EntryStatus | None = None) -> list[Entry]:
-        where, args = ("tenant=%s AND status=%s", [tenant, status]) if status else ("tenant=%s", [tenant])
+        where, args = (
+            ("tenant=%s AND status=%s", [tenant, status]) if status else ("tenant=%s", [tenant])
+        )
         with self._conn() as c:
-            rows = c.execute(f"SELECT * FROM entries WHERE {where} ORDER BY created_at, seq", args).fetchall()
+            rows = c.execute(
+                f"SELECT * FROM entries WHERE {where} ORDER BY created_at, seq", args
+            ).fetchall()
         return [to_entry(r) for r in rows]
 
     def record_hit(self, tenant: str, entry_id: str) -> None:
@@ -301,16 +406,22 @@ class PostgresStore:
 
     def record_failure(self, tenant: str, entry_id: str) -> int:
         with self._conn() as c:
-            row = c.execute("UPDATE entries SET failures=failures+1, updated_at=%s WHERE tenant=%s AND id=%s "
-                            "RETURNING failures", (time.time(), tenant, entry_id)).fetchone()
+            row = c.execute(
+                "UPDATE entries SET failures=failures+1, updated_at=%s WHERE tenant=%s AND id=%s "
+                "RETURNING failures",
+                (time.time(), tenant, entry_id),
+            ).fetchone()
         return row["failures"] if row else 0
 
     def record_audit(self, tenant: str, entry_id: str, agreed: bool) -> tuple[int, int]:
         """Count one audit of ``entry_id``; returns its (agreed, disagreed) totals ((0, 0) if gone)."""
         column = "audits_agreed" if agreed else "audits_disagreed"
         with self._conn() as c:
-            row = c.execute(f"UPDATE entries SET {column}={column}+1 WHERE tenant=%s AND id=%s "
-                            "RETURNING audits_agreed, audits_disagreed", (tenant, entry_id)).fetchone()
+            row = c.execute(
+                f"UPDATE entries SET {column}={column}+1 WHERE tenant=%s AND id=%s "
+                "RETURNING audits_agreed, audits_disagreed",
+                (tenant, entry_id),
+            ).fetchone()
         return (row["audits_agreed"], row["audits_disagreed"]) if row else (0, 0)
 
     def record_model_choice(self, tenant: str, entry_id: str, served: bool, ms: int) -> None:
@@ -318,31 +429,46 @@ class PostgresStore:
             c.execute(*POSTGRES.add_to("entries", tenant, entry_id, Entry.model_choice(served, ms)))
 
     def _reopen_if_no_active(self, c: Conn, tenant: str, group_id: str) -> None:
-        active = _one(c, "SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s AND status='active')",
-                      (tenant, group_id))
+        active = _one(
+            c,
+            "SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s AND status='active')",
+            (tenant, group_id),
+        )
         if not active:
-            c.execute("UPDATE groups SET status='open' WHERE tenant=%s AND id=%s AND status='cached'",
-                      (tenant, group_id))
+            c.execute(
+                "UPDATE groups SET status='open' WHERE tenant=%s AND id=%s AND status='cached'",
+                (tenant, group_id),
+            )
 
     def set_entry_status(self, tenant: str, entry_id: str, status: EntryStatus) -> None:
         with self._tx() as c:
-            row = c.execute("SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
+            row = c.execute(
+                "SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)
+            ).fetchone()
             if row is None:
                 return
-            self._lock_group(c, tenant, row["group_id"])  # group first, then entries: put_entry's order
-            c.execute("UPDATE entries SET status=%s, updated_at=%s WHERE tenant=%s AND id=%s",
-                      (status, time.time(), tenant, entry_id))
+            self._lock_group(
+                c, tenant, row["group_id"]
+            )  # group first, then entries: put_entry's order
+            c.execute(
+                "UPDATE entries SET status=%s, updated_at=%s WHERE tenant=%s AND id=%s",
+                (status, time.time(), tenant, entry_id),
+            )
             if status != "active":
                 self._reopen_if_no_active(c, tenant, row["group_id"])
 
     def delete_entry(self, tenant: str, entry_id: str) -> bool:
         """Delete one entry (any status); the group re-opens if that leaves it no active entry."""
         with self._tx() as c:
-            row = c.execute("SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).fetchone()
+            row = c.execute(
+                "SELECT group_id FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)
+            ).fetchone()
             if row is None:
                 return False
             self._lock_group(c, tenant, row["group_id"])
-            if not c.execute("DELETE FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)).rowcount:
+            if not c.execute(
+                "DELETE FROM entries WHERE tenant=%s AND id=%s", (tenant, entry_id)
+            ).rowcount:
                 return False  # deleted by another replica meanwhile
             self._reopen_if_no_active(c, tenant, row["group_id"])
         return True
@@ -358,13 +484,16 @@ class PostgresStore:
                 f"INSERT INTO build_leases (tenant, group_id, owner, expires_at) VALUES (%s, %s, %s, {_NOW} + %s) "
                 "ON CONFLICT (tenant, group_id) DO UPDATE SET owner=EXCLUDED.owner, expires_at=EXCLUDED.expires_at "
                 f"WHERE build_leases.expires_at < {_NOW} OR build_leases.owner = EXCLUDED.owner RETURNING owner",
-                (tenant, group_id, owner, float(ttl_s))).fetchone()
+                (tenant, group_id, owner, float(ttl_s)),
+            ).fetchone()
         return row is not None and row["owner"] == owner
 
     def release_build_lease(self, tenant: str, group_id: str, owner: str) -> None:
         with self._conn() as c:
-            c.execute("DELETE FROM build_leases WHERE tenant=%s AND group_id=%s AND owner=%s",
-                      (tenant, group_id, owner))
+            c.execute(
+                "DELETE FROM build_leases WHERE tenant=%s AND group_id=%s AND owner=%s",
+                (tenant, group_id, owner),
+            )
 
     # -- step records -----------------------------------------------------------------------
     def add_step_record(self, record: StepRecord) -> None:
@@ -373,19 +502,26 @@ class PostgresStore:
 
     def step_records(self, tenant: str, task: str) -> list[StepRecord]:
         with self._conn() as c:
-            rows = c.execute("SELECT * FROM step_records WHERE tenant=%s AND task=%s ORDER BY created_at, seq",
-                             (tenant, task)).fetchall()
+            rows = c.execute(
+                "SELECT * FROM step_records WHERE tenant=%s AND task=%s ORDER BY created_at, seq",
+                (tenant, task),
+            ).fetchall()
         return [to_step_record(r) for r in rows]
 
     # -- counters -------------------------------------------------------------------------
     def bump(self, tenant: str, counter: str, n: int = 1) -> None:
         with self._conn() as c:
-            c.execute("INSERT INTO counters (tenant, name, value) VALUES (%s,%s,%s) ON CONFLICT (tenant, name) "
-                      "DO UPDATE SET value = counters.value + EXCLUDED.value", (tenant, counter, int(n)))
+            c.execute(
+                "INSERT INTO counters (tenant, name, value) VALUES (%s,%s,%s) ON CONFLICT (tenant, name) "
+                "DO UPDATE SET value = counters.value + EXCLUDED.value",
+                (tenant, counter, int(n)),
+            )
 
     def counters(self, tenant: str) -> dict[str, int]:
         with self._conn() as c:
-            rows = c.execute("SELECT name, value FROM counters WHERE tenant=%s", (tenant,)).fetchall()
+            rows = c.execute(
+                "SELECT name, value FROM counters WHERE tenant=%s", (tenant,)
+            ).fetchall()
         return {r["name"]: r["value"] for r in rows}
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import StoreError
+from minicache.errors import StoreError
 
 ColumnType = Literal["text", "int", "bigint", "float", "bytes"]
 DialectName = Literal["sqlite", "postgres"]
@@ -37,23 +37,42 @@ class Dialect:
 
     def insert(self, table: str, row: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
         """An INSERT of ``row`` (column -> value, as the row mapping in :mod:`.rows` writes it)."""
-        return (f"INSERT INTO {table} ({', '.join(row)}) VALUES ({self.params(len(row))})",
-                tuple(row.values()))
+        return (
+            f"INSERT INTO {table} ({', '.join(row)}) VALUES ({self.params(len(row))})",
+            tuple(row.values()),
+        )
 
-    def add_to(self, table: str, tenant: str, row_id: str, amounts: dict[str, int]) -> tuple[str, tuple[Any, ...]]:
+    def add_to(
+        self, table: str, tenant: str, row_id: str, amounts: dict[str, int]
+    ) -> tuple[str, tuple[Any, ...]]:
         """An UPDATE adding ``amounts`` (column -> amount) to one row's counts, in one statement."""
         sets = ", ".join(f"{column}={column}+{self.param}" for column in amounts)
-        return (f"UPDATE {table} SET {sets} WHERE tenant={self.param} AND id={self.param}",
-                (*amounts.values(), tenant, row_id))
+        return (
+            f"UPDATE {table} SET {sets} WHERE tenant={self.param} AND id={self.param}",
+            (*amounts.values(), tenant, row_id),
+        )
 
 
-SQLITE = Dialect("sqlite", {"text": "TEXT", "int": "INTEGER", "bigint": "INTEGER", "float": "REAL",
-                            "bytes": "BLOB"}, param="?", seq=None,
-                 versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-POSTGRES = Dialect("postgres", {"text": "TEXT", "int": "INTEGER", "bigint": "BIGINT", "float": "DOUBLE PRECISION",
-                                "bytes": "BYTEA"}, param="%s",
-                    seq="seq BIGINT GENERATED ALWAYS AS IDENTITY",
-                    versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)")
+SQLITE = Dialect(
+    "sqlite",
+    {"text": "TEXT", "int": "INTEGER", "bigint": "INTEGER", "float": "REAL", "bytes": "BLOB"},
+    param="?",
+    seq=None,
+    versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+)
+POSTGRES = Dialect(
+    "postgres",
+    {
+        "text": "TEXT",
+        "int": "INTEGER",
+        "bigint": "BIGINT",
+        "float": "DOUBLE PRECISION",
+        "bytes": "BYTEA",
+    },
+    param="%s",
+    seq="seq BIGINT GENERATED ALWAYS AS IDENTITY",
+    versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)",
+)
 
 
 @dataclass(frozen=True)
@@ -64,8 +83,11 @@ class Column:
     default: str | None = None  # an SQL literal both dialects read alike
 
     def ddl(self, d: Dialect) -> str:
-        return " ".join([self.name, d.types[self.type]] + ([] if self.null else ["NOT NULL"])
-                        + ([] if self.default is None else [f"DEFAULT {self.default}"]))
+        return " ".join(
+            [self.name, d.types[self.type]]
+            + ([] if self.null else ["NOT NULL"])
+            + ([] if self.default is None else [f"DEFAULT {self.default}"])
+        )
 
 
 @dataclass(frozen=True)
@@ -119,52 +141,120 @@ _TENANT_ID = (_text("tenant"), _text("id"))
 MIGRATIONS: list[list[Step]] = [
     # 1: the initial schema
     [
-        Table("groups", (*_TENANT_ID, _text("label", null=True), _text("status", default="'open'"),
-                         _int("build_failures", "0"), _float("uncacheable_until", "0"), _float("created_at")),
-              key=("tenant", "id")),
-        Table("examples", (*_TENANT_ID, _text("group_id"), _text("question"), _text("context", null=True),
-                           _text("program"), _text("answer"), _text("variables"), Column("embedding", "bytes", True),
-                           _float("created_at")), key=("tenant", "id")),
+        Table(
+            "groups",
+            (
+                *_TENANT_ID,
+                _text("label", null=True),
+                _text("status", default="'open'"),
+                _int("build_failures", "0"),
+                _float("uncacheable_until", "0"),
+                _float("created_at"),
+            ),
+            key=("tenant", "id"),
+        ),
+        Table(
+            "examples",
+            (
+                *_TENANT_ID,
+                _text("group_id"),
+                _text("question"),
+                _text("context", null=True),
+                _text("program"),
+                _text("answer"),
+                _text("variables"),
+                Column("embedding", "bytes", True),
+                _float("created_at"),
+            ),
+            key=("tenant", "id"),
+        ),
         Index("examples_group", "examples", ("tenant", "group_id")),
-        Table("entries", (*_TENANT_ID, _text("group_id"), _int("version"), _text("status"), _text("template"),
-                          _text("program"), _text("program_hash"), _text("validation"), _text("rules", default="'{}'"),
-                          _int("hits", "0"), _int("failures", "0"), _float("created_at"), _float("updated_at")),
-              key=("tenant", "id")),
+        Table(
+            "entries",
+            (
+                *_TENANT_ID,
+                _text("group_id"),
+                _int("version"),
+                _text("status"),
+                _text("template"),
+                _text("program"),
+                _text("program_hash"),
+                _text("validation"),
+                _text("rules", default="'{}'"),
+                _int("hits", "0"),
+                _int("failures", "0"),
+                _float("created_at"),
+                _float("updated_at"),
+            ),
+            key=("tenant", "id"),
+        ),
         # Replicas write one group's entries concurrently on PostgreSQL (serialized by the group's
         # row lock); the constraint is the backstop. SQLite's writers are serialized by BEGIN IMMEDIATE.
         Only("postgres", ("ALTER TABLE entries ADD UNIQUE (tenant, group_id, version)",)),
         Index("entries_group", "entries", ("tenant", "group_id", "status")),
-        Table("counters", (_text("tenant"), _text("name"), _int("value", kind="bigint")), key=("tenant", "name"),
-              ordered=False),
+        Table(
+            "counters",
+            (_text("tenant"), _text("name"), _int("value", kind="bigint")),
+            key=("tenant", "name"),
+            ordered=False,
+        ),
     ],
     # 2: build leases, so that replicas sharing a store never build one group twice at once
-    [Table("build_leases", (_text("tenant"), _text("group_id"), _text("owner"), _float("expires_at")),
-           key=("tenant", "group_id"), ordered=False)],
+    [
+        Table(
+            "build_leases",
+            (_text("tenant"), _text("group_id"), _text("owner"), _float("expires_at")),
+            key=("tenant", "group_id"),
+            ordered=False,
+        )
+    ],
     # 3: StepCache's verified structured outputs
     [
-        Table("step_records", (*_TENANT_ID, _text("task"), _text("frame"), _text("request"), _text("steps"),
-                               Column("embedding", "bytes", True), _float("created_at")), key=("tenant", "id")),
+        Table(
+            "step_records",
+            (
+                *_TENANT_ID,
+                _text("task"),
+                _text("frame"),
+                _text("request"),
+                _text("steps"),
+                Column("embedding", "bytes", True),
+                _float("created_at"),
+            ),
+            key=("tenant", "id"),
+        ),
         Index("step_records_task", "step_records", ("tenant", "task")),
     ],
     # 4: each entry's audit record (hits also answered by the miss path: agreed / disagreed)
-    [AddColumn("entries", _int("audits_agreed", "0")), AddColumn("entries", _int("audits_disagreed", "0"))],
+    [
+        AddColumn("entries", _int("audits_agreed", "0")),
+        AddColumn("entries", _int("audits_disagreed", "0")),
+    ],
     # 5: a commit-ordered example sequence (replicas' routing indexes read only what is new) and why
-    # each group's last build failed or its entry was evicted (minicache.admission). PostgreSQL's
+    # each group's last build failed or its entry was evicted (minicache.build.admission). PostgreSQL's
     # examples have had an identity ``seq`` since 1; SQLite's get one drawn from a counter row, since
     # a rowid can be reused after a delete and a replica's cursor would then skip an example.
     [
-        Only("sqlite", ("CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-                        "ALTER TABLE examples ADD COLUMN seq INTEGER",
-                        "UPDATE examples SET seq = rowid",
-                        "INSERT INTO sequences (name, value) "
-                        "SELECT 'examples', COALESCE(MAX(rowid), 0) FROM examples")),
+        Only(
+            "sqlite",
+            (
+                "CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+                "ALTER TABLE examples ADD COLUMN seq INTEGER",
+                "UPDATE examples SET seq = rowid",
+                "INSERT INTO sequences (name, value) "
+                "SELECT 'examples', COALESCE(MAX(rowid), 0) FROM examples",
+            ),
+        ),
         Index("examples_seq", "examples", ("tenant", "seq")),
         AddColumn("groups", _text("failure", null=True)),
     ],
     # 6: each entry's record of the small model's choices on its hit attempts: served, refused by a
-    # check, and their milliseconds (minicache.model_record decides from it whether to ask the model)
-    [AddColumn("entries", _int("model_served", "0")), AddColumn("entries", _int("model_refused", "0")),
-     AddColumn("entries", _int("model_ms", "0", kind="bigint"))],
+    # check, and their milliseconds (minicache.hit.model_record decides from it whether to ask the model)
+    [
+        AddColumn("entries", _int("model_served", "0")),
+        AddColumn("entries", _int("model_refused", "0")),
+        AddColumn("entries", _int("model_ms", "0", kind="bigint")),
+    ],
 ]
 
 LATEST = len(MIGRATIONS)
@@ -196,8 +286,10 @@ def upgrade(execute: Callable[..., object], current: int, d: Dialect, where: str
 
     A database a newer MiniCache migrated is refused: this one would misread what it does not know."""
     if current > LATEST:
-        raise StoreError(f"{where} has schema version {current}; this MiniCache knows up to {LATEST}. "
-                         "Upgrade MiniCache.")
+        raise StoreError(
+            f"{where} has schema version {current}; this MiniCache knows up to {LATEST}. "
+            "Upgrade MiniCache."
+        )
     for version in range(current + 1, LATEST + 1):
         for statement in statements(version, d):
             execute(statement)

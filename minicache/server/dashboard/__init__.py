@@ -4,6 +4,6 @@
 includes; templates and static files ship inside this package (nothing is fetched from a CDN).
 """
 
-from .routes import dashboard_router
+from minicache.server.dashboard.routes import dashboard_router
 
 __all__ = ["dashboard_router"]

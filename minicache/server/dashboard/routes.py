@@ -28,18 +28,21 @@ from fastapi import APIRouter, Request
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from ...errors import Denied  # re-exported
-from ..auth import DEFAULT_TENANT
-from ..errors import ApiError
-from . import views
-from .tracker import Tracker
+from minicache.errors import Denied  # re-exported
+from minicache.server.auth import DEFAULT_TENANT
+from minicache.server.dashboard import views
+from minicache.server.dashboard.tracker import Tracker
+from minicache.server.errors import ApiError
 
 if TYPE_CHECKING:
-    from ..serving import ServerState
+    from minicache.server.serving import ServerState
 
 COOKIE = "minicache_dashboard"
 PREFIX = "/dashboard"
-_STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
+_STATIC = {
+    "dashboard.css": "text/css; charset=utf-8",
+    "dashboard.js": "text/javascript; charset=utf-8",
+}
 
 
 @dataclass(frozen=True)
@@ -53,13 +56,23 @@ class Viewer:
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("minicache.server.dashboard", "templates"),
-                      autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("minicache.server.dashboard", "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
     env.filters["num"] = lambda x: f"{int(x):,}" if float(x).is_integer() else f"{x:,.2f}"
-    env.filters["ms"] = lambda s: "∞" if s == float("inf") else f"{1000 * s:,.0f} ms" if s < 10 else f"{s:,.1f} s"
-    env.filters["when"] = lambda t: time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t else "-"
-    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+    env.filters["ms"] = lambda s: (
+        "∞" if s == float("inf") else f"{1000 * s:,.0f} ms" if s < 10 else f"{s:,.1f} s"
+    )
+    env.filters["when"] = lambda t: (
+        time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t else "-"
+    )
+    env.filters["tojson_pretty"] = lambda v: json.dumps(
+        v, indent=2, sort_keys=True, default=str, ensure_ascii=False
+    )
     return env
 
 
@@ -73,7 +86,9 @@ def dashboard_router(server: ServerState) -> APIRouter:
     except Exception:  # noqa: BLE001 - a store that is down now must not stop the app from starting
         pass
     env = _environment()
-    static = {name: (resources.files(__package__) / "static" / name).read_bytes() for name in _STATIC}
+    static = {
+        name: (resources.files(__package__) / "static" / name).read_bytes() for name in _STATIC
+    }
     static["dashboard.css"] += b"\n/* Pygments */\n" + views.HIGHLIGHT_CSS.encode()
 
     @contextlib.asynccontextmanager
@@ -87,10 +102,13 @@ def dashboard_router(server: ServerState) -> APIRouter:
 
     router = APIRouter(prefix=PREFIX, include_in_schema=False, lifespan=lifespan)
 
-    def render(request: Request, template: str, viewer: Viewer | None, code: int = 200, **context: Any) -> HTMLResponse:
+    def render(
+        request: Request, template: str, viewer: Viewer | None, code: int = 200, **context: Any
+    ) -> HTMLResponse:
         tenants = sorted(set(known())) if viewer is not None and viewer.admin else None
-        html = env.get_template(template).render(viewer=viewer, prefix=PREFIX, path=request.url.path,
-                                                 tenants=tenants, **context)
+        html = env.get_template(template).render(
+            viewer=viewer, prefix=PREFIX, path=request.url.path, tenants=tenants, **context
+        )
         return HTMLResponse(html, status_code=code, headers={"Cache-Control": "no-store"})
 
     def viewer_for(key: str) -> Viewer | None:
@@ -118,11 +136,14 @@ def dashboard_router(server: ServerState) -> APIRouter:
         if not asked or len(asked) > 200:
             raise Denied(400, "tenant must be a non-empty string of at most 200 characters")
         if not viewer.admin and asked != own:
-            raise Denied(403, f"This key belongs to tenant {own!r}; it cannot open tenant {asked!r}'s pages.")
+            raise Denied(
+                403, f"This key belongs to tenant {own!r}; it cannot open tenant {asked!r}'s pages."
+            )
         return asked
 
     def page(handler: Callable[..., Any]) -> Callable[..., Any]:
         """Resolve the viewer and tenant, render ``Denied`` as a page (or the login form)."""
+
         async def wrapped(request: Request, **kwargs: Any) -> Response:
             viewer = None
             try:
@@ -131,14 +152,21 @@ def dashboard_router(server: ServerState) -> APIRouter:
                 return await handler(request, viewer, tenant_for(request, viewer), **kwargs)
             except Denied as exc:
                 if exc.status == 401:
-                    target = PREFIX + "/login?" + urlencode({"next": request.url.path, "message": exc.message})
+                    target = (
+                        PREFIX
+                        + "/login?"
+                        + urlencode({"next": request.url.path, "message": exc.message})
+                    )
                     return RedirectResponse(target, status_code=303)
                 return render(request, "error.html", viewer, exc.status, message=exc.message)
 
         # FastAPI reads parameters from the signature: the request and the path's, not viewer/tenant.
         signature = inspect.signature(handler)
         wrapped.__signature__ = signature.replace(  # type: ignore[attr-defined]
-            parameters=[p for name, p in signature.parameters.items() if name not in ("viewer", "tenant")])
+            parameters=[
+                p for name, p in signature.parameters.items() if name not in ("viewer", "tenant")
+            ]
+        )
         wrapped.__name__ = handler.__name__
         return wrapped
 
@@ -158,8 +186,13 @@ def dashboard_router(server: ServerState) -> APIRouter:
     # -- login ----------------------------------------------------------------------------------
     @router.get("/login")
     async def login_form(request: Request) -> Response:
-        return render(request, "login.html", None, message=request.query_params.get("message", ""),
-                      next=_safe_next(request.query_params.get("next")))
+        return render(
+            request,
+            "login.html",
+            None,
+            message=request.query_params.get("message", ""),
+            next=_safe_next(request.query_params.get("next")),
+        )
 
     @router.post("/login")
     async def login(request: Request) -> Response:
@@ -172,12 +205,24 @@ def dashboard_router(server: ServerState) -> APIRouter:
             return render(request, "login.html", None, 429, message=exc.message, next=next_)
         if viewer_for(key) is None:
             server.failed_auth.failed(client)
-            hint = "" if auth.enabled or auth.has_admin_keys else \
-                " No admin key is configured: add admin_keys to the server's config to use the dashboard."
-            return render(request, "login.html", None, 401, message="Unknown key." + hint, next=next_)
+            hint = (
+                ""
+                if auth.enabled or auth.has_admin_keys
+                else " No admin key is configured: add admin_keys to the server's config to use the dashboard."
+            )
+            return render(
+                request, "login.html", None, 401, message="Unknown key." + hint, next=next_
+            )
         response = RedirectResponse(next_, status_code=303)
-        response.set_cookie(COOKIE, key, httponly=True, samesite="strict", path=PREFIX,
-                            secure=request.url.scheme == "https", max_age=12 * 3600)
+        response.set_cookie(
+            COOKIE,
+            key,
+            httponly=True,
+            samesite="strict",
+            path=PREFIX,
+            secure=request.url.scheme == "https",
+            max_age=12 * 3600,
+        )
         return response
 
     @router.post("/logout")
@@ -190,7 +235,9 @@ def dashboard_router(server: ServerState) -> APIRouter:
     async def static_file(name: str) -> Response:
         if name not in static:
             return Response("not found", status_code=404, media_type="text/plain")
-        return Response(static[name], media_type=_STATIC[name], headers={"Cache-Control": "max-age=300"})
+        return Response(
+            static[name], media_type=_STATIC[name], headers={"Cache-Control": "max-age=300"}
+        )
 
     # -- pages ----------------------------------------------------------------------------------
     @router.get("")
@@ -222,7 +269,14 @@ def dashboard_router(server: ServerState) -> APIRouter:
     async def events(request: Request, viewer: Viewer, tenant: str) -> Response:
         await run(tracker.sample)
         rows = tracker.feed(viewer.allowed())
-        return render(request, "events.html", viewer, tenant=tenant, events=rows, last=rows[0].seq if rows else 0)
+        return render(
+            request,
+            "events.html",
+            viewer,
+            tenant=tenant,
+            events=rows,
+            last=rows[0].seq if rows else 0,
+        )
 
     @router.get("/events/feed")
     @page
@@ -231,14 +285,18 @@ def dashboard_router(server: ServerState) -> APIRouter:
         await run(tracker.sample)
         rows = tracker.feed(viewer.allowed(), after)
         html = env.get_template("_event_rows.html").render(events=rows, prefix=PREFIX)
-        return JSONResponse({"last": rows[0].seq if rows else after, "html": html},
-                            headers={"Cache-Control": "no-store"})
+        return JSONResponse(
+            {"last": rows[0].seq if rows else after, "html": html},
+            headers={"Cache-Control": "no-store"},
+        )
 
     # -- actions (admin; a confirmation page first) ----------------------------------------------
-    actions = {"invalidate": "Evict this entry: its group's requests go to the target again until a new build.",
-               "delete": "Delete this entry from the store for good (its group and examples stay).",
-               "freeze": "Stop all new builds, for every tenant (entries keep serving).",
-               "unfreeze": "Allow builds again, for every tenant."}
+    actions = {
+        "invalidate": "Evict this entry: its group's requests go to the target again until a new build.",
+        "delete": "Delete this entry from the store for good (its group and examples stay).",
+        "freeze": "Stop all new builds, for every tenant (entries keep serving).",
+        "unfreeze": "Allow builds again, for every tenant.",
+    }
 
     def may(viewer: Viewer, action: str) -> None:
         if action not in actions:
@@ -246,21 +304,50 @@ def dashboard_router(server: ServerState) -> APIRouter:
         if not viewer.admin:
             raise Denied(403, f"Only an admin key may {action}.")
 
-    def confirmation(request: Request, viewer: Viewer, tenant: str, action: str, target: str, post: str,
-                     back: str, **extra: str) -> Response:
-        return render(request, "confirm.html", viewer, tenant=tenant, action=action, explain=actions[action],
-                      target=target, post=_url(post, tenant), back=_url(back, tenant), extra=extra)
+    def confirmation(
+        request: Request,
+        viewer: Viewer,
+        tenant: str,
+        action: str,
+        target: str,
+        post: str,
+        back: str,
+        **extra: str,
+    ) -> Response:
+        return render(
+            request,
+            "confirm.html",
+            viewer,
+            tenant=tenant,
+            action=action,
+            explain=actions[action],
+            target=target,
+            post=_url(post, tenant),
+            back=_url(back, tenant),
+            extra=extra,
+        )
 
     @router.get("/entries/{entry_id}/{action}")
     @page
-    async def confirm(request: Request, viewer: Viewer, tenant: str, entry_id: str, action: str) -> Response:
+    async def confirm(
+        request: Request, viewer: Viewer, tenant: str, entry_id: str, action: str
+    ) -> Response:
         may(viewer, action if action in ("invalidate", "delete") else "?")
-        return confirmation(request, viewer, tenant, action, f"entry {entry_id}", f"/entries/{entry_id}/{action}",
-                            f"/entries/{entry_id}")
+        return confirmation(
+            request,
+            viewer,
+            tenant,
+            action,
+            f"entry {entry_id}",
+            f"/entries/{entry_id}/{action}",
+            f"/entries/{entry_id}",
+        )
 
     @router.post("/entries/{entry_id}/{action}")
     @page
-    async def act(request: Request, viewer: Viewer, tenant: str, entry_id: str, action: str) -> Response:
+    async def act(
+        request: Request, viewer: Viewer, tenant: str, entry_id: str, action: str
+    ) -> Response:
         may(viewer, action if action in ("invalidate", "delete") else "?")
         if (await form(request)).get("confirm") != "yes":
             raise Denied(400, "Not confirmed: nothing changed.")
@@ -279,8 +366,16 @@ def dashboard_router(server: ServerState) -> APIRouter:
     async def freeze_confirm(request: Request, viewer: Viewer, tenant: str) -> Response:
         action = "unfreeze" if engine.config.frozen else "freeze"
         may(viewer, action)
-        return confirmation(request, viewer, tenant, action, "builds", "/freeze", "",
-                            frozen=str(int(action == "freeze")))
+        return confirmation(
+            request,
+            viewer,
+            tenant,
+            action,
+            "builds",
+            "/freeze",
+            "",
+            frozen=str(int(action == "freeze")),
+        )
 
     @router.post("/freeze")
     @page

@@ -55,8 +55,17 @@ class Tracker:
     """Samples ``counters(tenant)`` (the store's), ``saved(tenant)`` (the server's token estimate) and
     ``engine.events``; :meth:`start` runs :meth:`sample` every ``interval_s`` on a daemon thread."""
 
-    def __init__(self, engine: Any, tenants: Callable[[], Iterable[str]], saved: Callable[[str], float], *,
-                 interval_s: float = 5.0, minutes: int = 180, hours: int = 72, max_events: int = 1000) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        tenants: Callable[[], Iterable[str]],
+        saved: Callable[[str], float],
+        *,
+        interval_s: float = 5.0,
+        minutes: int = 180,
+        hours: int = 72,
+        max_events: int = 1000,
+    ) -> None:
         self.engine = engine
         self.tenants = tenants
         self.saved = saved
@@ -89,26 +98,37 @@ class Tracker:
                 self._last[tenant] = values
                 if last is None:
                     continue
-                deltas = {k: v - last.get(k, 0.0) for k, v in values.items() if v > last.get(k, 0.0)}
+                deltas = {
+                    k: v - last.get(k, 0.0) for k, v in values.items() if v > last.get(k, 0.0)
+                }
                 if not deltas:
                     continue
                 for unit in UNITS:
-                    series = self._series.setdefault((tenant, unit), _Series(UNITS[unit], self._keep[unit]))
+                    series = self._series.setdefault(
+                        (tenant, unit), _Series(UNITS[unit], self._keep[unit])
+                    )
                     series.add(now, deltas)
                 for kind in ("fallbacks", "errors"):
                     if deltas.get(kind):
                         n = int(deltas[kind])
                         noun = kind if n > 1 else kind.removesuffix("s")
                         self._push(now, kind.removesuffix("s"), tenant, detail=f"{n} new {noun}")
-            fresh = self.engine.events[self._seen_events:]
+            fresh = self.engine.events[self._seen_events :]
             self._seen_events += len(fresh)
         for raw in fresh:  # tenant look-ups read the store: outside the lock
             owner = self._owner(raw, tenants)
             with self._lock:
                 self._push(now, *_describe(raw, owner))
 
-    def _push(self, now: float, kind: str, tenant: str | None, group: str | None = None,
-              entry: str | None = None, detail: str = "") -> None:
+    def _push(
+        self,
+        now: float,
+        kind: str,
+        tenant: str | None,
+        group: str | None = None,
+        entry: str | None = None,
+        detail: str = "",
+    ) -> None:
         self.events.append(Event(next(self._seq), now, kind, tenant, group, entry, detail))
 
     def _owner(self, raw: dict[str, Any], tenants: list[str]) -> str | None:
@@ -125,8 +145,9 @@ class Tracker:
         return None
 
     # -- reading --------------------------------------------------------------------------------
-    def series(self, tenants: Iterable[str], unit: str, n: int,
-               now: float | None = None) -> list[tuple[int, dict[str, float]]]:
+    def series(
+        self, tenants: Iterable[str], unit: str, n: int, now: float | None = None
+    ) -> list[tuple[int, dict[str, float]]]:
         """The last ``n`` buckets of ``unit`` (oldest first, empty ones as zeros), summed over ``tenants``."""
         width = UNITS[unit]
         now = time.time() if now is None else now
@@ -147,7 +168,9 @@ class Tracker:
         """Events newer than ``after``, newest first; ``allowed`` None means every tenant (an admin),
         otherwise events of tenants outside it, or whose tenant is unknown, are left out."""
         with self._lock:
-            found = [e for e in self.events if e.seq > after and (allowed is None or e.tenant in allowed)]
+            found = [
+                e for e in self.events if e.seq > after and (allowed is None or e.tenant in allowed)
+            ]
         return found[::-1][:limit]
 
     # -- the sampling thread --------------------------------------------------------------------
@@ -156,7 +179,9 @@ class Tracker:
         with self._lock:
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self._run, name="minicache-dashboard-sampler", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="minicache-dashboard-sampler", daemon=True
+            )
         self._thread.start()
 
     def _run(self) -> None:
@@ -173,14 +198,22 @@ class Tracker:
             self._thread.join(timeout=5)
 
 
-def _describe(raw: dict[str, Any], tenant: str | None) -> tuple[str, str | None, str | None, str | None, str]:
+def _describe(
+    raw: dict[str, Any], tenant: str | None
+) -> tuple[str, str | None, str | None, str | None, str]:
     """(kind, tenant, group, entry, detail) of an engine event."""
     group, entry = raw.get("group"), raw.get("entry")
     if raw.get("event") == "build":
         if raw.get("ok"):
             rules = raw.get("rules", 0)
             plural = "" if rules == 1 else "s"
-            return "build", tenant, group, entry, f"built from {raw.get('source')}, {rules} rule{plural}"
+            return (
+                "build",
+                tenant,
+                group,
+                entry,
+                f"built from {raw.get('source')}, {rules} rule{plural}",
+            )
         detail = f"build failed after {raw.get('attempts', 0)} attempts"
         if raw.get("error"):
             detail += f": {raw['error']}"

@@ -15,7 +15,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from ...store import Entry, Group
+from minicache.store import Entry, Group
 
 PER_PAGE = 50
 ROUTES = ("hit", "miss", "fallback", "step-reuse", "step-patch", "step-skip")
@@ -30,8 +30,11 @@ def metric_samples(metric: Any) -> list[Any]:
 
 def saved_tokens(metrics: Any, tenant: str) -> float:
     """The server's estimate of target tokens its hits saved for ``tenant`` (since it started)."""
-    return sum(s.value for s in metric_samples(metrics.saved)
-               if s.name.endswith("_total") and s.labels.get("tenant") == tenant)
+    return sum(
+        s.value
+        for s in metric_samples(metrics.saved)
+        if s.name.endswith("_total") and s.labels.get("tenant") == tenant
+    )
 
 
 def latency_by_route(metrics: Any) -> list[dict[str, Any]]:
@@ -40,7 +43,9 @@ def latency_by_route(metrics: Any) -> list[dict[str, Any]]:
     for s in metric_samples(metrics.stage):
         if s.labels.get("stage") != "total":
             continue
-        row = rows.setdefault(s.labels["route"], {"route": s.labels["route"], "count": 0, "sum": 0.0, "buckets": []})
+        row = rows.setdefault(
+            s.labels["route"], {"route": s.labels["route"], "count": 0, "sum": 0.0, "buckets": []}
+        )
         if s.name.endswith("_count"):
             row["count"] = int(s.value)
         elif s.name.endswith("_sum"):
@@ -55,7 +60,9 @@ def latency_by_route(metrics: Any) -> list[dict[str, Any]]:
         buckets = sorted(row.pop("buckets"))
         row["mean"] = row["sum"] / row["count"]
         row["p50"] = _quantile_bound(buckets, row["count"], 0.50)
-        row["p95"] = _quantile_bound(buckets, row["count"], 0.95)  # (bound, beyond the largest finite one)
+        row["p95"] = _quantile_bound(
+            buckets, row["count"], 0.95
+        )  # (bound, beyond the largest finite one)
         out.append(row)
     return out
 
@@ -70,8 +77,9 @@ def _quantile_bound(buckets: list[tuple[float, float]], count: int, q: float) ->
     return (finite[-1][0] if finite else math.inf), True
 
 
-def overview(engine: Any, metrics: Any, tracker: Any, tenant: str, tenants: list[str] | None,
-             unit: str) -> dict[str, Any]:
+def overview(
+    engine: Any, metrics: Any, tracker: Any, tenant: str, tenants: list[str] | None, unit: str
+) -> dict[str, Any]:
     """Counters of ``tenant``, its requests over time, and (for admins: ``tenants`` given) latency by
     route and one row per tenant."""
     tracker.sample()
@@ -83,14 +91,26 @@ def overview(engine: Any, metrics: Any, tracker: Any, tenant: str, tenants: list
     for t in tenants or []:
         counters = engine.store.counters(t)
         requests = counters.get("requests", 0)
-        per_tenant.append({"tenant": t, "requests": requests, "hits": counters.get("hits", 0),
-                           "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
-                           "fallbacks": counters.get("fallbacks", 0), "errors": counters.get("errors", 0),
-                           "target_tokens": counters.get("target_tokens", 0),
-                           "tokens_saved": saved_tokens(metrics, t)})
-    return {"stats": stats, "chart": chart, "unit": unit, "per_tenant": per_tenant,
-            "latency": latency_by_route(metrics) if tenants is not None else None,
-            "frozen": engine.config.frozen}
+        per_tenant.append(
+            {
+                "tenant": t,
+                "requests": requests,
+                "hits": counters.get("hits", 0),
+                "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
+                "fallbacks": counters.get("fallbacks", 0),
+                "errors": counters.get("errors", 0),
+                "target_tokens": counters.get("target_tokens", 0),
+                "tokens_saved": saved_tokens(metrics, t),
+            }
+        )
+    return {
+        "stats": stats,
+        "chart": chart,
+        "unit": unit,
+        "per_tenant": per_tenant,
+        "latency": latency_by_route(metrics) if tenants is not None else None,
+        "frozen": engine.config.frozen,
+    }
 
 
 # -- charts -------------------------------------------------------------------------------------
@@ -103,7 +123,12 @@ class Bar:
 
 
 CHART_W, CHART_H, CHART_PAD = 720, 160, 28
-STACK = (("hits", "seg-hit"), ("misses", "seg-miss"), ("fallbacks", "seg-fallback"), ("errors", "seg-error"))
+STACK = (
+    ("hits", "seg-hit"),
+    ("misses", "seg-miss"),
+    ("fallbacks", "seg-fallback"),
+    ("errors", "seg-error"),
+)
 
 
 def bar_chart(series: list[tuple[int, dict[str, float]]], unit: str) -> dict[str, Any]:
@@ -121,15 +146,33 @@ def bar_chart(series: list[tuple[int, dict[str, float]]], unit: str) -> dict[str
                 y -= h
                 segments.append((css, y, h))
         label = time.strftime("%H:%M" if unit == "minute" else "%d %b %H:00", time.gmtime(start))
-        title = f"{label} UTC: " + ", ".join(f"{int(values[k])} {k}" for k, _ in STACK) + \
-            f", {int(values['tokens_saved'])} target tokens saved"
+        title = (
+            f"{label} UTC: "
+            + ", ".join(f"{int(values[k])} {k}" for k, _ in STACK)
+            + f", {int(values['tokens_saved'])} target tokens saved"
+        )
         bars.append(Bar(CHART_PAD + i * slot, max(slot - 1, 1), segments, title))
-    ticks = [(CHART_PAD + i * slot, time.strftime("%H:%M", time.gmtime(series[i][0])))
-             for i in range(0, len(series), max(len(series) // 6, 1))] if series else []
-    totals = {k: int(sum(v[k] for _, v in series)) for k in ("requests", "hits", "misses", "fallbacks", "errors",
-                                                              "tokens_saved")}
-    return {"bars": bars, "ticks": ticks, "peak": int(peak), "width": CHART_W, "height": CHART_H,
-            "pad": CHART_PAD, "totals": totals}
+    ticks = (
+        [
+            (CHART_PAD + i * slot, time.strftime("%H:%M", time.gmtime(series[i][0])))
+            for i in range(0, len(series), max(len(series) // 6, 1))
+        ]
+        if series
+        else []
+    )
+    totals = {
+        k: int(sum(v[k] for _, v in series))
+        for k in ("requests", "hits", "misses", "fallbacks", "errors", "tokens_saved")
+    }
+    return {
+        "bars": bars,
+        "ticks": ticks,
+        "peak": int(peak),
+        "width": CHART_W,
+        "height": CHART_H,
+        "pad": CHART_PAD,
+        "totals": totals,
+    }
 
 
 # -- groups -------------------------------------------------------------------------------------
@@ -157,22 +200,43 @@ def groups_page(engine: Any, tenant: str, page: int, per_page: int = PER_PAGE) -
     groups = engine.store.list_groups(tenant)
     latest: dict[str, Entry] = {}
     hits: dict[str, int] = {}
-    for e in engine.store.list_entries(tenant):  # oldest first: an active entry wins over older ones
+    for e in engine.store.list_entries(
+        tenant
+    ):  # oldest first: an active entry wins over older ones
         hits[e.group_id] = hits.get(e.group_id, 0) + e.hits
-        if e.status == "active" or latest.get(e.group_id) is None or latest[e.group_id].status != "active":
+        if (
+            e.status == "active"
+            or latest.get(e.group_id) is None
+            or latest[e.group_id].status != "active"
+        ):
             latest[e.group_id] = e
     rows = []
     for g in groups:
         entry = latest.get(g.id)
         served = hits.get(g.id, 0) + g.n_examples
-        rows.append({"group": g, "entry": entry, "status": group_status(g, entry, now, builds),
-                     "hits": hits.get(g.id, 0), "hit_rate": hits.get(g.id, 0) / served if served else 0.0})
+        rows.append(
+            {
+                "group": g,
+                "entry": entry,
+                "status": group_status(g, entry, now, builds),
+                "hits": hits.get(g.id, 0),
+                "hit_rate": hits.get(g.id, 0) / served if served else 0.0,
+            }
+        )
     rows.sort(key=lambda r: -(r["hits"] + r["group"].n_examples))
     pages = max(1, math.ceil(len(rows) / per_page))
     page = min(max(page, 1), pages)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("cached", "building", "uncacheable", "open")}
-    return {"rows": rows[(page - 1) * per_page: page * per_page], "page": page, "pages": pages,
-            "total": len(rows), "counts": counts}
+    counts = {
+        s: sum(r["status"] == s for r in rows)
+        for s in ("cached", "building", "uncacheable", "open")
+    }
+    return {
+        "rows": rows[(page - 1) * per_page : page * per_page],
+        "page": page,
+        "pages": pages,
+        "total": len(rows),
+        "counts": counts,
+    }
 
 
 # -- entries ------------------------------------------------------------------------------------
@@ -190,6 +254,13 @@ def entry_page(engine: Any, tenant: str, entry_id: str, recent: int = 10) -> dic
     group = engine.store.get_group(tenant, entry.group_id)
     active = engine.store.active_entry(tenant, entry.group_id)
     examples = engine.store.examples(tenant, entry.group_id)[-recent:][::-1]
-    return {"entry": entry, "group": group, "program_html": highlighted(entry.program),
-            "active": active if active is not None and active.id != entry.id else None, "examples": examples,
-            "status": group_status(group, entry, time.time(), building(engine, tenant)) if group else entry.status}
+    return {
+        "entry": entry,
+        "group": group,
+        "program_html": highlighted(entry.program),
+        "active": active if active is not None and active.id != entry.id else None,
+        "examples": examples,
+        "status": group_status(group, entry, time.time(), building(engine, tenant))
+        if group
+        else entry.status,
+    }

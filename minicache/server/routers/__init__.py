@@ -3,8 +3,8 @@
 Each router only parses (with :mod:`..protocol`'s models), authenticates (:mod:`..serving`'s
 dependencies) and formats; the serving logic and the engine do the rest."""
 
-from .admin import router as admin_router
-from .ops import router as ops_router
-from .v1 import router as v1_router
+from minicache.server.routers.admin import router as admin_router
+from minicache.server.routers.ops import router as ops_router
+from minicache.server.routers.v1 import router as v1_router
 
 __all__ = ["admin_router", "ops_router", "v1_router"]

@@ -9,29 +9,48 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query
 
-from ...engine import InvalidRequest
-from ..errors import ApiError
-from ..jsonbody import GuardedRoute
-from ..openai_format import SafeJSONResponse
-from ..protocol import EntryStatus, ErrorBody, FreezeRequest, InvalidateRequest, Label
-from ..serving import Admin, AdminTenant, State, blocking
+from minicache.engine import InvalidRequest
+from minicache.server.errors import ApiError
+from minicache.server.jsonbody import GuardedRoute
+from minicache.server.openai_format import SafeJSONResponse
+from minicache.server.protocol import (
+    EntryStatus,
+    ErrorBody,
+    FreezeRequest,
+    InvalidateRequest,
+    Label,
+)
+from minicache.server.serving import Admin, AdminTenant, State, blocking
 
 log = logging.getLogger("minicache.server")
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": what} for status, what in (
-        (400, "Invalid request"), (401, "Missing or wrong key"), (403, "Not an admin key"), (404, "No such entry"),
-        (429, "Rate limited"), (503, "Overloaded or store busy"))}
+    status: {"model": ErrorBody, "description": what}
+    for status, what in (
+        (400, "Invalid request"),
+        (401, "Missing or wrong key"),
+        (403, "Not an admin key"),
+        (404, "No such entry"),
+        (429, "Rate limited"),
+        (503, "Overloaded or store busy"),
+    )
+}
 EXPORT_SCHEMA_REF = "#/components/schemas/EntryExport"  # added by the app's OpenAPI (see app.py)
 
-router = APIRouter(prefix="/admin", tags=["admin"], route_class=GuardedRoute, responses=ERRORS,
-                   default_response_class=SafeJSONResponse)
+router = APIRouter(
+    prefix="/admin",
+    tags=["admin"],
+    route_class=GuardedRoute,
+    responses=ERRORS,
+    default_response_class=SafeJSONResponse,
+)
 EntryId = Annotated[Label, Path(description="An entry id.")]
 
 
 @router.get("/entries", summary="A tenant's entries")
-async def list_entries(tenant: AdminTenant, server: State,
-                       status: Annotated[EntryStatus | None, Query()] = None) -> dict[str, Any]:
+async def list_entries(
+    tenant: AdminTenant, server: State, status: Annotated[EntryStatus | None, Query()] = None
+) -> dict[str, Any]:
     entries = await blocking(server.engine.store.list_entries, tenant, status)
     return {"object": "list", "tenant": tenant, "data": [e.to_json() for e in entries]}
 
@@ -64,15 +83,27 @@ async def list_groups(tenant: AdminTenant, server: State) -> dict[str, Any]:
 
 
 @router.get("/export", summary="Active entries in the export format, with some of their requests")
-async def export(tenant: AdminTenant, server: State,
-                 examples: Annotated[int, Query(ge=0, le=100, description="Requests per entry.")] = 3) -> Any:
+async def export(
+    tenant: AdminTenant,
+    server: State,
+    examples: Annotated[int, Query(ge=0, le=100, description="Requests per entry.")] = 3,
+) -> Any:
     return await blocking(server.engine.export_entries, tenant, examples)
 
 
-@router.post("/import", summary="Import an export (all or nothing)",
-             openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": {"$ref": EXPORT_SCHEMA_REF}}}}})
-async def import_(body: Annotated[list[Any], Body()], tenant: AdminTenant, server: State) -> dict[str, Any]:
+@router.post(
+    "/import",
+    summary="Import an export (all or nothing)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": EXPORT_SCHEMA_REF}}},
+        }
+    },
+)
+async def import_(
+    body: Annotated[list[Any], Body()], tenant: AdminTenant, server: State
+) -> dict[str, Any]:
     """The document is validated whole by the engine (one model of the export format) and written in
     one transaction: an invalid document is a 400 and writes nothing."""
     try:

@@ -1,0 +1,108 @@
+"""What a failed build or an evicted entry teaches the next build.
+
+A failed build records which examples failed which check (expected, got, variables, error); a
+failed hit records the request. The record lives in the store (``groups.failure``), so every
+replica's next attempt sees it: the failing examples and requests join the validation set, the
+target's generalization starts from the recorded feedback, and a retry waits for a new example.
+A request an entry failed on must pass, but it vetoes one build only (``vetoed``): its answer is
+one miss-path sample, as often wrong as pot is (on Formula's Net Present Value pot is right on
+about a third), so the entry whose would-be hit disagreed with it may be the right side. In
+formula-v18 one such request, answered wrong by the miss path, failed each of the group's six
+builds and made it uncacheable; a failing held example had to pass every later build in the same way, and the group's
+wrong miss answers made every candidate fail. After its one veto the request stays in the
+validation set as an ordinary held example, and the rebuilt entry is checked by probation and
+audits like any other.
+From the second failure on, the group also backs off in time, doubling each failure (``backoff_s``
+x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed hour after a fixed number
+of failures. Whether a failed group is worth building again is admission's
+(:mod:`minicache.build.admission`, the group's own failures in its odds).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from minicache.config.engine import AdmissionConfig
+from minicache.hit.failures import MAX_RECORDED
+from minicache.store.base import Example, Group, Store
+
+
+def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None = None) -> bool:
+    """Whether a failed group must wait: its back-off has not run out, or no example is new since."""
+    if (now or time.time()) < group.uncacheable_until:
+        return True
+    return (
+        failure is not None
+        and failure.get("kind") == "build"
+        and group.n_examples <= failure.get("n_examples", 0)
+    )
+
+
+def record_build_failure(
+    store: Store,
+    group: Group,
+    attempts: list[dict[str, Any]],
+    checks: list[dict[str, Any]],
+    feedback: str | None,
+    config: AdmissionConfig,
+    max_build_failures: int,
+    vetoed: set[str] | frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """Count a failed build, back the group off exponentially, and record why for the next attempt.
+    ``vetoed``: the examples of must-pass requests this build failed on; they veto no later build."""
+    previous = store.group_failure(group.tenant, group.id) or {}
+    group.build_failures += 1
+    # The first failure waits only for a new example (it joins the validation set); then time doubles.
+    wait = (
+        0.0
+        if group.build_failures == 1
+        else min(config.backoff_s * 2 ** (group.build_failures - 2), config.backoff_max_s)
+    )
+    group.uncacheable_until = time.time() + wait
+    if group.build_failures >= max_build_failures:
+        group.status = "uncacheable"
+    store.update_group(group)
+    failed = [c for c in checks if not c.get("match")]
+    examples = list(
+        dict.fromkeys(
+            [c["example"] for c in failed if c.get("example")] + previous.get("examples", [])
+        )
+    )
+    failure = {
+        "kind": "build",
+        "at": time.time(),
+        "failures": group.build_failures,
+        "backoff_s": wait,
+        "n_examples": group.n_examples,
+        "examples": examples[:MAX_RECORDED],
+        "requests": previous.get("requests", [])[:MAX_RECORDED],
+        "hit_errors": previous.get("hit_errors", [])[:MAX_RECORDED],
+        "vetoed": sorted(set(previous.get("vetoed", [])) | set(vetoed)),
+        "checks": [
+            {k: c.get(k) for k in ("example", "expected", "got", "variables", "error")}
+            for c in failed[:MAX_RECORDED]
+        ],
+        "attempts": [{k: a.get(k) for k in ("source", "ok", "error")} for a in attempts],
+        "feedback": feedback,
+    }
+    store.set_group_failure(group.tenant, group.id, failure)
+    return failure
+
+
+def validation_set(
+    examples: list[Example], failure: dict[str, Any] | None, n: int
+) -> tuple[list[Example], set[str]]:
+    """The examples a build validates on: the newest ``n``, plus every recorded failing example or
+    request still in the group. Returns them and the ids that must pass: the recorded requests an
+    entry failed on, each until a build has failed on it (``vetoed``, see the module's docstring)."""
+    held = examples[-n:]
+    if not failure:
+        return held, set()
+    ids = set(failure.get("examples", []))
+    questions = set(failure.get("requests", []))
+    vetoed = set(failure.get("vetoed", []))
+    recorded = [ex for ex in examples if ex.id in ids or ex.question in questions]
+    recorded_ids = {ex.id for ex in recorded}
+    must_ids = {ex.id for ex in recorded if ex.question in questions and ex.id not in vetoed}
+    return recorded + [ex for ex in held if ex.id not in recorded_ids], must_ids

@@ -1,0 +1,127 @@
+"""Learning from refusals that the miss path shows unfounded.
+
+A refused hit is answered by the miss path, so each refusal comes with a reference answer already
+paid for. When the would-be hit's values give that answer through the entry's program, and the
+check's own reading does not, the check was wrong about this request, and it would refuse every
+request written the same way again. Formula-v7 (`benchmarks/results/formula-v7/`) refused 11 hits
+because a learned rule read the price as the earnings per share (Price-to-Earnings, 5 times) or a
+CPI in the other's place (Inflation, 3): each time the small model's or alignment's values gave the
+miss path's answer and the rule's did not.
+
+What a refusal can teach, and nothing else (each change rests on evidence from two independent
+paths, the entry's program on the refused values and the target's own program, and covers only
+what that evidence showed):
+
+* ``rule``: when alignment's values gave the reference answer and the rules' did not, the rules of
+  the variables whose reading differs from alignment's are dropped; those variables are then read
+  by alignment. A rule the *model* contradicts is kept even when the model was right: "a rule and
+  the model agree" is one of the checks a model-chosen value must pass, and a rule wrong once still
+  tells a clear request from a muddled one. Formula-v8 (`benchmarks/results/formula-v8/`) dropped a
+  Price-to-Book rule that way, and the model's next wrong choice on that group, which the rule's
+  disagreement had refused in formula-v7, was served.
+* ``range``: the refused value joins the variable's observed values (``profile.values``).
+* ``answer``: the refused answer joins the group's answers (``profile.answers``): a trade balance
+  seen negative twice may be positive.
+* ``context``: the words around the value the model chose join the variable's cue words
+  (``profile.cues``), so the words around another number no longer outscore them for a request
+  written this way. Formula-v7 refused 12 hits on context; in formula-v8 and -v9 the 8 context
+  revisions each learned the words of one request, and none turned a later request into a hit.
+
+The revision is a new version of the entry (same program, counters carried over), written under the
+group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from minicache.errors import HitRefused
+from minicache.hit.align import same_value
+from minicache.programs.signature import answers_match
+from minicache.store.base import Entry
+
+LEARNABLE = ("rule", "range", "answer", "context")
+
+
+@dataclass
+class Revision:
+    """What one unfounded refusal changes in an entry."""
+
+    rules: dict[str, Any]
+    validation: dict[str, Any]
+    note: dict[
+        str, Any
+    ]  # kept in validation["revisions"]: the check, the variables, the request's answer
+
+
+def revise(
+    entry: Entry, refused: HitRefused, reference: Any, run: Callable[[dict[str, Any]], Any]
+) -> Revision | None:
+    """The entry's rules and validation after ``refused``, given the miss path's ``reference`` answer,
+    or None when the refusal was founded or nothing can be learned. ``run`` gives the entry's
+    program's answer on a set of values (None if it fails)."""
+    readings = refused.readings or {}
+    if refused.check not in LEARNABLE or reference is None or not readings:
+        return None
+    if refused.check == "rule":
+        return _drop_rules(entry, readings, reference, run)
+    values = readings.get("hit")
+    if values is None:
+        return None
+    answer = refused.answer if refused.check == "answer" else run(values)
+    if answer is None or not answers_match(answer, reference):
+        return None
+    validation = copy.deepcopy(entry.validation)
+    profile = validation.setdefault("profile", {})
+    if refused.check == "answer":
+        profile.setdefault("answers", []).append(answer)
+        note = {"check": "answer", "answer": answer}
+    elif refused.check == "context":
+        known = (profile.get("cues") or {}).get(refused.variable or "", [])
+        new = sorted(set(refused.cues or []) - set(known))
+        if refused.variable is None or not new:
+            return None
+        profile.setdefault("cues", {})[refused.variable] = sorted([*known, *new])
+        note = {"check": "context", "variable": refused.variable, "cues": new}
+    else:
+        name = refused.variable
+        if name is None or not isinstance(values.get(name), (int, float)):
+            return None
+        profile.setdefault("values", {}).setdefault(name, []).append(values[name])
+        note = {"check": "range", "variable": name, "value": values[name]}
+    return _with_note(entry.rules, validation, note)
+
+
+def _drop_rules(
+    entry: Entry,
+    readings: dict[str, dict[str, Any]],
+    reference: Any,
+    run: Callable[[dict[str, Any]], Any],
+) -> Revision | None:
+    by_rules = readings.get("rule")
+    if by_rules is None or _gives(run, by_rules, reference):
+        return None
+    proven = readings.get("align")  # zero-model values only (see the module docstring)
+    if proven is None or not _gives(run, proven, reference):
+        return None
+    wrong = sorted(
+        k for k, v in by_rules.items() if k in entry.rules and not same_value(v, proven.get(k))
+    )
+    if not wrong:
+        return None
+    rules = {k: v for k, v in entry.rules.items() if k not in wrong}
+    note = {"check": "rule", "dropped": wrong}
+    return _with_note(rules, copy.deepcopy(entry.validation), note)
+
+
+def _gives(run: Callable[[dict[str, Any]], Any], values: dict[str, Any], reference: Any) -> bool:
+    answer = run(values)
+    return answer is not None and answers_match(answer, reference)
+
+
+def _with_note(rules: dict[str, Any], validation: dict[str, Any], note: dict[str, Any]) -> Revision:
+    validation.setdefault("revisions", []).append(note)
+    return Revision(rules=rules, validation=validation, note=note)

@@ -1,0 +1,191 @@
+"""Route a request to its group without a client label.
+
+A group is a set of requests that need the same computation. We compare a request's *skeleton*
+(the text with numbers, amounts, percentages, dates and quoted entities masked, so that only the
+wording of the computation remains), embedded, against the skeletons of the examples the tenant has
+served (kept in memory, a capped set per group: :mod:`minicache.route.index`), and join the group of
+the nearest one if its cosine similarity reaches the threshold; otherwise the request starts a new
+group.
+
+The embedder is ``EngineConfig.route_embedder``: ``lexical`` (hashed word and word-pair counts, no
+model: :mod:`minicache.route.lexical`) by default, or ``minilm`` (the sentence embedding). Each carries
+the threshold it was calibrated at (``route_threshold``: 0.82 and 0.80; docs/routing.md has the
+replays), used unless ``EngineConfig.route_threshold`` sets one. SVAMP's near-duplicates that ask a
+different question are *not* separated reliably by any threshold: there, verification of hits and
+probation are what keep wrong programs out.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from minicache.config.engine import ROUTE_EMBEDDERS
+from minicache.errors import ConfigError
+from minicache.route.index import EXACT_ROWS, RouteIndex
+from minicache.store.base import Store, new_id
+
+_PATTERNS = [
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), " DATE "),
+    (
+        re.compile(
+            r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d{1,2},? \d{4}\b",
+            re.I,
+        ),
+        " DATE ",
+    ),
+    (
+        re.compile(
+            r"[$€£¥]\s?-?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|thousand|[mbk])\b)?", re.I
+        ),
+        " MONEY ",
+    ),
+    (re.compile(r"-?\d[\d,]*(?:\.\d+)?\s?%"), " PCT "),
+    (re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?"), " NUM "),
+    (re.compile(r"\"[^\"]{1,60}\"|'[^']{1,60}'"), " QUOTE "),
+]
+_SPACE = re.compile(r"\s+")
+
+
+def skeleton(text: str) -> str:
+    """``text`` with values masked: what remains says *what* is computed, not with which numbers."""
+    for pattern, token in _PATTERNS:
+        text = pattern.sub(token, text)
+    return _SPACE.sub(" ", text).strip()
+
+
+class Embedder(Protocol):
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+DEFAULT_THRESHOLD = 0.80  # for an embedder that names no route_threshold of its own (a test's fake)
+
+
+def threshold_for(embedder: Embedder, configured: float | None = None) -> float:
+    """``configured`` if set, else the threshold the embedder was calibrated at."""
+    if configured is not None:
+        return configured
+    return float(getattr(embedder, "route_threshold", DEFAULT_THRESHOLD))
+
+
+def route_embedder(name: str) -> Embedder:
+    """The embedder ``EngineConfig.route_embedder`` names: ``lexical`` (no model, minicache.route.lexical)
+    or ``minilm`` (the process's shared MiniLM, loaded - and fetched once - on first use)."""
+    if name == "lexical":
+        from minicache.route.lexical import LexicalEmbedder
+
+        return LexicalEmbedder()
+    if name == "minilm":
+        from minicache.route.embedding import shared_embedder
+
+        return shared_embedder()
+    raise ConfigError(f"route_embedder must be one of {', '.join(ROUTE_EMBEDDERS)}, not {name!r}")
+
+
+class LazyMiniLM:
+    """MiniLM loaded on its first ``embed``: for StepCache, whose threshold was calibrated on it,
+    so that an engine that never sees a structured-output request never loads its 90 MB."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        from minicache.route.embedding import shared_embedder
+
+        return shared_embedder().embed(texts)
+
+
+def embed_request(embedder: Embedder, question: str) -> np.ndarray:
+    """The vector a request is compared by: its skeleton (values masked), embedded, as float32."""
+    return embedder.embed([skeleton(question)])[0].astype(np.float32)
+
+
+@dataclass
+class RouteDecision:
+    group_id: str
+    new_group: bool
+    similarity: float
+    embedding: np.ndarray
+    explicit: bool = False
+
+
+class Router:
+    """Nearest-example routing over skeleton embeddings."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        threshold: float | None = None,
+        *,
+        refresh_s: float = 1.0,
+        per_group: int = 32,
+        exact_rows: int = EXACT_ROWS,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.threshold = threshold_for(embedder, threshold)
+        # The tenant's examples in memory (minicache.route.index): no request reads history.
+        self.index = RouteIndex(
+            store,
+            refresh_s=refresh_s,
+            per_group=per_group,
+            exact_rows=exact_rows,
+            width=getattr(embedder, "dim", None),
+            reembed=self._reembed,
+        )
+        # New groups whose first request is still being served (not yet in the store), so that
+        # concurrent first requests of one template join one group instead of starting several.
+        self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}
+        self._lock = threading.Lock()
+
+    def _reembed(self, tenant: str, group_id: str) -> np.ndarray:
+        """A group's newest stored examples (as many as the index keeps), embedded by this router's
+        embedder: for rows another embedder wrote. In memory only; the store keeps what it has."""
+        examples = self.store.examples(tenant, group_id)[-self.index.per_group :]
+        if not examples:
+            return np.zeros((0, 0), dtype=np.float32)
+        return self.embedder.embed([skeleton(x.question) for x in examples]).astype(np.float32)
+
+    def recorded(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
+        """An example this process stored: later requests route to it without waiting for a refresh."""
+        self.index.add(tenant, group_id, vector)
+
+    def warm(self, tenants: Iterable[str]) -> dict[str, float]:
+        """Load these tenants' indexes now (seconds each), so that no request waits for one."""
+        return self.index.warm(tenants)
+
+    def forget_group(self, tenant: str, group_id: str) -> None:
+        """The group's examples were cleared: stop routing to it from this process."""
+        self.index.drop_group(tenant, group_id)
+
+    def forget_pending(self, tenant: str, question: str) -> None:
+        with self._lock:
+            items = self._pending.get(tenant, [])
+            self._pending[tenant] = [p for p in items if p[1] != question]
+
+    def embed_request(self, question: str) -> np.ndarray:
+        return embed_request(self.embedder, question)
+
+    def route(self, tenant: str, question: str, group: str | None = None) -> RouteDecision:
+        vector = self.embed_request(question)
+        if group is not None:
+            gid = f"label:{group}"
+            return RouteDecision(
+                gid, self.store.get_group(tenant, gid) is None, 1.0, vector, explicit=True
+            )
+        best_id, nearest = self.index.nearest(tenant, vector)
+        with self._lock:
+            pending = list(self._pending.get(tenant, []))
+            for gid, _q, vec in pending:
+                sim = float(vec @ vector)
+                if sim > nearest:
+                    nearest, best_id = sim, gid
+            if best_id is not None and nearest >= self.threshold:
+                return RouteDecision(best_id, False, nearest, vector)
+            # A new group is only written to the store when its first example is recorded.
+            gid = new_id("grp")
+            self._pending.setdefault(tenant, []).append((gid, question, vector))
+            return RouteDecision(gid, True, nearest, vector)

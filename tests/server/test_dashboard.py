@@ -1,0 +1,439 @@
+"""The dashboard at /dashboard: login, tenant scoping and actions over HTTP (TestClient), the sampler
+behind its charts and live feed, and one walk through the pages in a real headless Chromium
+(Debian's ``chromium`` + ``chromium-driver`` with selenium, on a uvicorn server on loopback)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+
+import httpx
+import pytest
+import test_server
+
+from fakes import (
+    CR_VALUES,
+    CURRENT_RATIO,
+    SI_VALUES,
+    SIMPLE_INTEREST,
+    FakeSmall,
+    FakeTarget,
+    HashEmbedder,
+)
+from minicache.config.engine import VerifyConfig
+from minicache.engine import EngineConfig, MiniCache
+from minicache.server import ServerConfig, create_app
+from minicache.server.dashboard.routes import COOKIE
+from minicache.server.dashboard.tracker import Tracker
+from minicache.server.testing import BackgroundServer
+from minicache.store import Group, SQLiteStore
+
+KEY_A, KEY_B, KEY_ADMIN = "sk-tenant-a-0001", "sk-tenant-b-0002", "sk-admin-only-03"
+AUTH = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, admin_keys={KEY_ADMIN}, rate_per_s=0)
+make = test_server.make  # test_server's app fixture, registered here too: ``dash`` wraps it
+
+
+@pytest.fixture
+def dash(
+    make,
+):  # test_server's app over fakes, with a client that shows redirects instead of following them
+    def factory(config: ServerConfig = AUTH):
+        rig = make(config)
+        rig.client.follow_redirects = False
+        return rig
+
+    return factory
+
+
+def ask(client, key: str, domain, values) -> dict:
+    r = client.post(
+        "/v1/solve",
+        json={"question": domain.ask(*values)},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def login(client, key: str) -> httpx.Response:
+    return client.post("/dashboard/login", data={"key": key, "next": "/dashboard/groups"})
+
+
+def cached_entry(rig, tenant: str = "a") -> str:
+    for values in CR_VALUES[:4]:
+        ask(rig.client, KEY_A if tenant == "a" else KEY_B, CURRENT_RATIO, values)
+    [entry] = rig.mc.store.list_entries(tenant, "active")
+    return entry.id
+
+
+# -- login and tenants ------------------------------------------------------------------------
+
+
+def test_pages_need_a_login_and_the_key_lives_only_in_an_httponly_cookie(dash):
+    rig = dash()
+    c = rig.client
+    r = c.get("/dashboard/groups")
+    assert r.status_code == 303 and r.headers["location"].startswith("/dashboard/login")
+    bad = login(c, "sk-not-a-key-at-all")
+    assert bad.status_code == 401 and "Unknown key" in bad.text
+    r = login(c, KEY_ADMIN)
+    assert r.status_code == 303 and r.headers["location"] == "/dashboard/groups"
+    assert KEY_ADMIN not in r.headers["location"]
+    cookie = r.headers["set-cookie"]
+    for attribute in (f"{COOKIE}=", "HttpOnly", "SameSite=strict", "Path=/dashboard"):
+        assert attribute in cookie
+    assert c.get("/dashboard/groups").status_code == 200
+    c.post("/dashboard/logout")
+    assert c.get("/dashboard/groups").status_code == 303
+
+
+def test_login_redirects_only_inside_the_dashboard(dash):
+    c = dash().client
+    r = c.post("/dashboard/login", data={"key": KEY_ADMIN, "next": "https://evil.example/"})
+    assert r.headers["location"] == "/dashboard"
+
+
+def test_a_tenant_key_sees_its_own_tenant_and_is_refused_another(dash):
+    rig = dash()
+    entry_a = cached_entry(rig, "a")
+    c = rig.client
+    login(c, KEY_B)
+    assert c.get("/dashboard/groups").status_code == 200
+    for url in (
+        "/dashboard?tenant=a",
+        "/dashboard/groups?tenant=a",
+        f"/dashboard/entries/{entry_a}?tenant=a",
+        "/dashboard/events?tenant=a",
+    ):
+        r = c.get(url)
+        assert r.status_code == 403 and "cannot open tenant" in r.text, url
+    own = c.get("/dashboard").text
+    assert (
+        "tenant b" in own and 'id="latency"' not in own and 'id="tenants"' not in own
+    )  # admins only
+    r = c.get(f"/dashboard/entries/{entry_a}")  # under its own tenant: no such entry
+    assert r.status_code == 404 and entry_a in r.text
+    assert "current_assets" not in r.text
+    # read-only: no actions, even on its own pages
+    assert c.get(f"/dashboard/entries/{entry_a}/invalidate").status_code == 403
+    assert (
+        c.post(f"/dashboard/entries/{entry_a}/invalidate", data={"confirm": "yes"}).status_code
+        == 403
+    )
+    assert rig.mc.store.get_entry("a", entry_a).status == "active"
+    login(c, KEY_A)
+    page = c.get(f"/dashboard/entries/{entry_a}")
+    assert (
+        page.status_code == 200
+        and "current_assets" in page.text
+        and 'id="invalidate"' not in page.text
+    )
+
+
+def test_with_auth_off_only_an_admin_key_logs_in_like_the_admin_endpoints(dash):
+    closed = dash(ServerConfig(rate_per_s=0)).client
+    r = login(closed, "sk-anything-at-all")
+    assert r.status_code == 401 and "No admin key is configured" in r.text
+    rig = dash(ServerConfig(admin_keys={KEY_ADMIN}, rate_per_s=0))
+    assert login(rig.client, "sk-anything-at-all").status_code == 401
+    assert login(rig.client, KEY_ADMIN).status_code == 303
+    r = rig.client.get("/dashboard")
+    assert r.status_code == 200 and "Overview" in r.text
+
+
+def test_wrong_keys_count_against_the_failed_authentication_throttle(dash):
+    rig = dash(
+        ServerConfig(
+            api_keys={KEY_A: "a"},
+            admin_keys={KEY_ADMIN},
+            rate_per_s=0,
+            auth_fail_per_s=0.01,
+            auth_fail_burst=2,
+        )
+    )
+    statuses = [login(rig.client, f"sk-wrong-guess-{i:04d}").status_code for i in range(3)]
+    assert statuses == [401, 401, 429]
+    assert (
+        login(rig.client, KEY_ADMIN).status_code == 429
+    )  # the address is throttled, right keys included
+
+
+# -- pages and actions ------------------------------------------------------------------------
+
+
+def test_groups_and_entry_pages_show_status_program_template_and_requests(dash):
+    rig = dash()
+    entry_id = cached_entry(rig)
+    for values in SI_VALUES[:2]:
+        ask(rig.client, KEY_A, SIMPLE_INTEREST, values)
+    c = rig.client
+    login(c, KEY_ADMIN)
+    groups = " ".join(c.get("/dashboard/groups?tenant=a").text.split())
+    assert "2 groups: 1 cached, 0 building, 0 uncacheable, 1 gathering examples" in groups
+    assert f"/dashboard/entries/{entry_id}?tenant=a" in groups
+    overview = c.get("/dashboard?tenant=a").text
+    latency = overview[
+        overview.index('id="latency"') : overview.index("</table>", overview.index('id="latency"'))
+    ]
+    assert "b-hit" in latency and "b-miss" in latency and " ms" in latency
+    page = c.get(f"/dashboard/entries/{entry_id}?tenant=a").text
+    assert 'class="code"' in page  # highlighted by Pygments
+    for name in ("current_assets", "current_liabilities"):
+        assert name in page
+    assert "45,000" in page and "30,000" in page  # a request the miss path recorded
+    assert re.search(r"reproduced <b>\d</b> of <b>3</b>", page)
+
+
+def test_invalidate_and_delete_need_confirmation_then_act(dash):
+    rig = dash()
+    entry_id = cached_entry(rig)
+    c = rig.client
+    login(c, KEY_ADMIN)
+    confirm = c.get(f"/dashboard/entries/{entry_id}/invalidate?tenant=a")
+    assert confirm.status_code == 200 and 'name="confirm" value="yes"' in confirm.text
+    assert c.post(f"/dashboard/entries/{entry_id}/invalidate?tenant=a", data={}).status_code == 400
+    assert rig.mc.store.get_entry("a", entry_id).status == "active"
+    r = c.post(f"/dashboard/entries/{entry_id}/invalidate?tenant=a", data={"confirm": "yes"})
+    assert r.status_code == 303 and rig.mc.store.get_entry("a", entry_id).status == "evicted"
+    assert (
+        c.post(
+            f"/dashboard/entries/{entry_id}/invalidate?tenant=a", data={"confirm": "yes"}
+        ).status_code
+        == 404
+    )
+    r = c.post(f"/dashboard/entries/{entry_id}/delete?tenant=a", data={"confirm": "yes"})
+    assert r.status_code == 303 and rig.mc.store.get_entry("a", entry_id) is None
+    assert c.get(f"/dashboard/entries/{entry_id}?tenant=a").status_code == 404
+    assert c.get("/dashboard/entries/x/explode?tenant=a").status_code == 404
+
+
+def test_freeze_from_the_dashboard_stops_builds(dash):
+    rig = dash()
+    c = rig.client
+    login(c, KEY_ADMIN)
+    assert c.post("/dashboard/freeze", data={"confirm": "yes", "frozen": "1"}).status_code == 303
+    assert rig.mc.config.frozen is True
+    assert (
+        c.post("/dashboard/freeze", data={"frozen": "0"}).status_code == 400
+        and rig.mc.config.frozen is True
+    )
+
+
+def test_bad_query_values_get_a_400_page(dash):
+    c = dash().client
+    login(c, KEY_ADMIN)
+    assert c.get("/dashboard?unit=week").status_code == 400
+    assert c.get("/dashboard/groups?page=-1").status_code == 400
+    assert c.get("/dashboard/events/feed?after=x").status_code == 400
+
+
+def test_groups_are_paginated(dash):
+    rig = dash()
+    for i in range(120):
+        rig.mc.store.ensure_group("a", f"g{i:03d}")
+    c = rig.client
+    login(c, KEY_ADMIN)
+    first = c.get("/dashboard/groups?tenant=a").text
+    assert first.count("<tr data-group=") == 50 and "page 1 of 3" in first
+    last = c.get("/dashboard/groups?tenant=a&page=3").text
+    assert last.count("<tr data-group=") == 20
+
+
+def test_static_files_ship_in_the_package(dash):
+    c = dash().client
+    assert "Pygments" in c.get("/dashboard/static/dashboard.css").text
+    assert "fetch(" in c.get("/dashboard/static/dashboard.js").text
+    assert c.get("/dashboard/static/../routes.py").status_code == 404
+
+
+# -- the sampler behind the chart and the live feed -------------------------------------------
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.values = {"a": {}, "b": {}}
+        self.groups = {("b", "g1")}
+
+    def counters(self, tenant):
+        return dict(self.values[tenant])
+
+    def get_entry(self, tenant, entry_id):
+        return None
+
+    def get_group(self, tenant, group_id):
+        return Group(group_id, tenant) if (tenant, group_id) in self.groups else None
+
+
+class _Engine:
+    def __init__(self) -> None:
+        self.store = _Store()
+        self.events: list[dict] = []
+
+
+def test_tracker_adds_counter_increments_to_their_minute_and_tags_events_with_their_tenant():
+    engine = _Engine()
+    tracker = Tracker(engine, lambda: ["a", "b"], lambda tenant: 0.0)
+    t0 = 60 * 16_667 + 20.0  # 20 s into a minute
+    tracker.sample(t0)  # baseline
+    engine.store.values["a"] = {"requests": 5, "hits": 3, "misses": 2}
+    engine.store.values["b"] = {"requests": 2, "fallbacks": 1, "errors": 1}
+    engine.events.append({"event": "build", "group": "g1", "ok": False, "attempts": 2})
+    tracker.sample(t0 + 30)
+    engine.store.values["a"] = {"requests": 6, "hits": 4, "misses": 2}
+    tracker.sample(t0 + 50)  # the next minute
+    series = tracker.series(["a"], "minute", 3, now=t0 + 50)
+    assert [v["requests"] for _, v in series] == [0, 5, 1]
+    assert [v["hits"] for _, v in series] == [0, 3, 1]
+    both = tracker.series(["a", "b"], "hour", 1, now=t0 + 50)
+    assert both[0][1]["requests"] == 8 and both[0][1]["errors"] == 1
+    kinds_b = [(e.kind, e.tenant) for e in tracker.feed({"b"})]
+    assert sorted(kinds_b) == [("build-failed", "b"), ("error", "b"), ("fallback", "b")]
+    assert tracker.feed({"a"}) == []
+    newest = tracker.feed(None)[0].seq
+    assert tracker.feed(None, after=newest) == []
+
+
+# -- a real browser ---------------------------------------------------------------------------
+
+
+def _chromium():
+    """A headless Chromium through Debian's chromedriver, or a skip (a failure when CI=true)."""
+    reason = None
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        reason = "selenium is not installed (pip install -e '.[test]')"
+    driver_path = shutil.which("chromedriver")
+    if reason is None and driver_path is None:
+        reason = "chromedriver not found: apt-get install chromium chromium-driver (scripts/setup.sh does it as root)"
+    if reason:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the browser test cannot run in CI: {reason}")
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,900",
+    ):
+        options.add_argument(arg)
+    binary = shutil.which("chromium")
+    if binary:
+        options.binary_location = binary
+    # An explicit driver path: selenium-manager never looks for (or downloads) a driver.
+    return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+
+
+@pytest.fixture
+def browser():
+    driver = _chromium()
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+@pytest.mark.browser
+def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
+    tmp_path, sandbox, browser
+):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    mc = MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=SQLiteStore(tmp_path / "mc.db"),
+        embedder=HashEmbedder(),
+        sandbox=sandbox,
+        config=EngineConfig(
+            background_builds=False, verify=VerifyConfig(probation=0), build_early=0
+        ),
+    )
+    try:
+        with (
+            BackgroundServer(create_app(mc, AUTH)) as server,
+            httpx.Client(base_url=server.url) as http,
+        ):
+            routes = [ask(http, KEY_A, CURRENT_RATIO, v)["route"] for v in CR_VALUES[:5]]
+            routes += [ask(http, KEY_A, SIMPLE_INTEREST, v)["route"] for v in SI_VALUES[:2]]
+            assert routes == ["miss", "miss", "miss", "hit", "hit", "miss", "miss"]
+            [entry] = mc.store.list_entries("a", "active")
+
+            def text(css: str) -> str:
+                return browser.find_element(By.CSS_SELECTOR, css).text
+
+            def follow(element) -> None:
+                """Click a link or submit button and wait until the browser has left the page it was on.
+
+                A click returns before the navigation it starts has finished, so a lookup right after
+                it can read the old page (or none, mid-load); CI saw exactly that after #confirm."""
+                element.click()
+                WebDriverWait(browser, 15).until(staleness_of(element))
+                WebDriverWait(browser, 15).until(
+                    lambda d: d.execute_script("return document.readyState") == "complete"
+                )
+
+            def log_in(key: str) -> None:
+                browser.get(server.url + "/dashboard")
+                assert "/dashboard/login" in browser.current_url
+                browser.find_element(By.ID, "key").send_keys(key)
+                follow(browser.find_element(By.ID, "login"))
+                assert key not in browser.current_url
+
+            log_in(KEY_ADMIN)
+            assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Overview")
+            browser.get(server.url + "/dashboard?tenant=a")
+            assert text("#stat-requests") == "7" and text("#stat-hit-rate") == "28.6%"
+            assert browser.find_element(
+                By.CSS_SELECTOR, "svg#chart rect.seg-hit"
+            )  # the hits drawn this minute
+
+            browser.get(server.url + "/dashboard/groups?tenant=a")
+            rows = browser.find_elements(By.CSS_SELECTOR, "#groups tbody tr")
+            assert len(rows) == 2
+            cached = browser.find_element(By.CSS_SELECTOR, f'tr[data-group="{entry.group_id}"]')
+            assert "cached" in cached.text and "2" in cached.text
+            follow(cached.find_element(By.CSS_SELECTOR, "a.entry-link"))
+            assert text("#entry-id") == entry.id and text("#entry-status") == "active"
+            program = text("#program")
+            assert "def solve(" in program and "current_assets" in program
+            assert "current_liabilities" in text("#template")
+
+            follow(browser.find_element(By.ID, "invalidate"))
+            assert "Invalidate entry" in browser.find_element(By.TAG_NAME, "h1").text
+            follow(browser.find_element(By.ID, "confirm"))
+            assert text("#entry-status") == "evicted"
+            assert mc.store.get_entry("a", entry.id).status == "evicted"
+            browser.get(server.url + "/dashboard/groups?tenant=a")
+            row = browser.find_element(By.CSS_SELECTOR, f'tr[data-group="{entry.group_id}"]')
+            assert "cached" not in row.text and "(evicted)" in row.text
+            assert not browser.find_elements(By.CSS_SELECTOR, ".b-cached")
+
+            browser.get(server.url + "/dashboard/events?tenant=a")
+            feed = text("#events")
+            assert "build" in feed and entry.id in feed
+            ask(
+                http, KEY_A, CURRENT_RATIO, CR_VALUES[5]
+            )  # a miss now, then (3 examples again) a build
+            browser.implicitly_wait(0)
+            builds = "#event-rows tr.ev-build"
+            WebDriverWait(browser, 10).until(
+                lambda d: len(d.find_elements(By.CSS_SELECTOR, builds)) >= 2
+            )
+
+            follow(browser.find_element(By.ID, "logout"))
+            log_in(KEY_B)
+            browser.get(server.url + f"/dashboard/entries/{entry.id}?tenant=a")
+            assert "cannot open tenant 'a'" in text("#error")
+            assert "current_assets" not in browser.page_source
+            browser.get(server.url + "/dashboard/groups?tenant=a")
+            assert "cannot open tenant 'a'" in text("#error")
+            browser.get(server.url + "/dashboard/groups")
+            assert browser.find_element(By.ID, "no-groups")
+    finally:
+        mc.close()
