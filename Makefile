@@ -15,7 +15,8 @@ setup:  ## venv + pinned deps (builds llama-cpp-python once) + embedded models
 run: setup  ## the main job on the embedded default models
 	$(BIN)/minicache run
 
-lint: setup  ## ruff (lint rules and import order) and mypy; settings in pyproject.toml
+lint: setup  ## ruff format --check, ruff (lint rules and import order) and mypy (--strict flags on the stages); settings in pyproject.toml
+	$(BIN)/ruff format --check
 	$(BIN)/ruff check
 	$(BIN)/mypy
 

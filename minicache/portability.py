@@ -42,9 +42,9 @@ from pydantic import (
     model_validator,
 )
 
-from minicache.errors import InvalidRequest
+from minicache.errors import InvalidRequest, ProgramShapeError
 from minicache.hit.rules import valid_rule
-from minicache.programs.signature import ProgramShapeError, parse_signature
+from minicache.programs.signature import parse_signature
 from minicache.route.router import Embedder, embed_request
 from minicache.sandbox import SandboxViolation, check_program
 from minicache.store import Entry, Example, Store, Variable, new_id, program_hash

@@ -3,7 +3,7 @@ program, when none of the group's own programs makes a trusted entry."""
 
 from __future__ import annotations
 
-from minicache.models.base import GenerationOptions, Message
+from minicache.models.base import GenerationOptions, Message, ModelBackend
 from minicache.programs.text import extract_code
 from minicache.store.base import Example
 
@@ -30,7 +30,9 @@ def build_messages(examples: list[Example], feedback: str | None = None) -> list
     return [Message("system", BUILD_SYSTEM), Message("user", body)]
 
 
-def generalize(target, examples: list[Example], feedback: str | None = None) -> tuple[str, int]:
+def generalize(
+    target: ModelBackend, examples: list[Example], feedback: str | None = None
+) -> tuple[str, int]:
     """Ask ``target`` for a generalized program; returns (source, target tokens used)."""
     out = target.complete(build_messages(examples, feedback), GenerationOptions(max_tokens=600))
     return extract_code(out.text), out.prompt_tokens + out.completion_tokens

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 from minicache.build.builder import Builder
 from minicache.build.failures import backing_off
@@ -25,7 +26,7 @@ class BuildQueue:
         self, builder: Builder, executor: ThreadPoolExecutor, config: EngineConfig
     ) -> None:
         self.builder, self.executor, self.config = builder, executor, config
-        self.running: dict[tuple[str, str], Future] = {}  # (tenant, group id) -> its build
+        self.running: dict[tuple[str, str], Future[Any]] = {}  # (tenant, group id) -> its build
         self.lock = threading.Lock()
 
     def maybe_build(self, tenant: str, group_id: str) -> None:
@@ -85,7 +86,7 @@ class BuildQueue:
         for f in futures:
             f.result(timeout=timeout)
 
-    def _done(self, tenant: str, group_id: str, future: Future) -> None:
+    def _done(self, tenant: str, group_id: str, future: Future[Any]) -> None:
         error = None if future.cancelled() else future.exception()
         if error is not None:
             self._crashed(tenant, group_id, error)

@@ -44,7 +44,7 @@ class HitPath:
         miss: MissPath,
         events: EventLog,
         config: EngineConfig,
-        submit: Callable[..., Future],
+        submit: Callable[..., Future[Any]],
         owner: str = "hits",
         miss_cost: Callable[[], float | None] = lambda: None,
     ) -> None:
@@ -54,7 +54,7 @@ class HitPath:
         self.events, self.config = events, config
         self.owner = owner  # this engine's name in build leases (a revision is written under one)
         self.submit = submit  # the engine's audit worker (background, behind requests)
-        self._audits: list[Future] = []
+        self._audits: list[Future[Any]] = []
         self._lock = threading.Lock()
         self._rng = random.Random(
             config.audit_seed

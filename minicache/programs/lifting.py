@@ -31,8 +31,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from minicache.errors import ProgramShapeError
 from minicache.programs.numbers import Candidate, find_candidates
-from minicache.programs.signature import ProgramShapeError, comments_by_line, parse_signature
+from minicache.programs.signature import comments_by_line, parse_signature
 from minicache.sandbox import SandboxViolation, check_program
 
 # A string variable whose description says this was lifted from the request's own words (see

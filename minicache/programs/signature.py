@@ -20,7 +20,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import Any
 
-from minicache.errors import ProgramShapeError  # re-exported
+from minicache.errors import ProgramShapeError
 from minicache.sandbox import SandboxViolation, check_program, parse_source
 from minicache.store.base import Variable
 

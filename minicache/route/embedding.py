@@ -77,13 +77,13 @@ def _erf(x: np.ndarray) -> np.ndarray:
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = (((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736
     y = 1.0 - (poly * t + 0.254829592) * t * np.exp(-a * a)
-    return sign * y
+    return np.asarray(sign * y)
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-12) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * w + b
+    return np.asarray((x - mean) / np.sqrt(var + eps) * w + b)
 
 
 def load_weights(directory: Path | None = None) -> dict[str, np.ndarray]:
@@ -109,7 +109,7 @@ def reference_forward(w: dict[str, np.ndarray], ids: list[int], heads: int = 12)
         p = f"encoder.layer.{i}."
 
         def dense(a: np.ndarray, name: str, p: str = p) -> np.ndarray:
-            return a @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+            return np.asarray(a @ w[p + name + ".weight"].T + w[p + name + ".bias"])
 
         q, k, v = (
             dense(x, f"attention.self.{m}").reshape(n, heads, -1).transpose(1, 0, 2)
@@ -127,7 +127,7 @@ def reference_forward(w: dict[str, np.ndarray], ids: list[int], heads: int = 12)
         h = dense(_gelu(dense(x, "intermediate.dense")), "output.dense")
         x = _layer_norm(x + h, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
     mean = x.mean(0)
-    return mean / (np.linalg.norm(mean) or 1.0)
+    return np.asarray(mean / (np.linalg.norm(mean) or 1.0))
 
 
 @dataclass(frozen=True)
@@ -230,7 +230,7 @@ class MiniLMEmbedder:
             h = _gelu(x @ layer.up + layer.up_bias) @ layer.down + layer.down_bias
             x = _layer_norm(x + h, *layer.norm2)
         v = x.mean(0)
-        return v / (np.linalg.norm(v) or 1.0)
+        return np.asarray(v / (np.linalg.norm(v) or 1.0))
 
     def embed(self, texts: list[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))

@@ -99,7 +99,7 @@ class LazyMiniLM:
 
 def embed_request(embedder: Embedder, question: str) -> np.ndarray:
     """The vector a request is compared by: its skeleton (values masked), embedded, as float32."""
-    return embedder.embed([skeleton(question)])[0].astype(np.float32)
+    return np.asarray(embedder.embed([skeleton(question)])[0], dtype=np.float32)
 
 
 @dataclass

@@ -30,9 +30,10 @@ from hostile_programs import (
 )
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, InvalidRequest, MiniCache
+from minicache.errors import ProgramShapeError
 from minicache.models import Message
 from minicache.programs.lifting import lift
-from minicache.programs.signature import ProgramShapeError, parse_signature
+from minicache.programs.signature import parse_signature
 from minicache.sandbox import SandboxPool, SandboxViolation, check_program
 from minicache.server import ServerConfig, create_app
 from minicache.store import SQLiteStore
