@@ -1,40 +1,23 @@
 """PostgreSQL store: several replicas share one database; the same semantics as the SQLite store.
 
-* Connections come from a :class:`psycopg_pool.ConnectionPool` (thread-safe; autocommit, so a
-  read never leaves a transaction open). Every write that touches more than one row runs in one
-  transaction, so nothing is ever visible half-written.
-* Migrations are versioned in ``schema_version`` and applied under ``pg_advisory_xact_lock``, so
-  replicas that start together against an empty database migrate it exactly once.
 * Writers that must not interleave are serialized on the group's row (``SELECT ... FOR UPDATE``):
   two replicas storing an entry for one group at once get versions n and n+1, and exactly one of
   them ends up active, as with SQLite's ``BEGIN IMMEDIATE``.
 * Build leases use the database server's clock, so replicas on hosts whose clocks disagree still
   agree on when a lease lapses.
 
-The tables and their types are :mod:`.schema`'s, the rows :mod:`.rows`' (the same as SQLite's).
+Connections, transactions and migrations are
+:class:`~minicache.store.postgres_connection.PostgresConnection`'s; the tables and their types are
+:mod:`.schema`'s, the rows :mod:`.rows`' (the same as SQLite's).
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-
-try:
-    import psycopg
-    from psycopg import conninfo as _conninfo
-    from psycopg.rows import DictRow, dict_row
-    from psycopg_pool import ConnectionPool
-except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        "the PostgreSQL store needs psycopg 3 and psycopg-pool: "
-        "pip install 'psycopg[binary]==3.3.9' psycopg-pool==3.3.3"
-    ) from exc
 
 from minicache.errors import StoreError
 from minicache.store.base import (
@@ -48,6 +31,7 @@ from minicache.store.base import (
     stack_embeddings,
 )
 from minicache.store.dsn import redact_dsn
+from minicache.store.postgres_connection import Conn, IntegrityError, PostgresConnection, one
 from minicache.store.rows import (
     entry_row,
     example_row,
@@ -57,10 +41,7 @@ from minicache.store.rows import (
     to_group,
     to_step_record,
 )
-from minicache.store.schema import POSTGRES, upgrade
-
-# Any constant: the key of the advisory lock that serializes migrations (per database).
-_MIGRATION_LOCK = 0x6D696E6963616368  # "minicach"
+from minicache.store.schema import POSTGRES
 
 # The key of the advisory lock example inserts take: seq is drawn and committed under it, so a
 # reader that has seen seq n has also seen every committed example below n (identity values are
@@ -71,129 +52,9 @@ _NOW = "EXTRACT(EPOCH FROM statement_timestamp())::float8"  # the server's clock
 
 __all__ = ["PostgresStore", "redact_dsn"]
 
-Conn = psycopg.Connection[DictRow]  # every connection reads rows by column name, as SQLite's do
 
-
-def _one(c: Conn, sql: str, args: tuple[Any, ...] = ()) -> Any:
-    """The single value of a query that always returns one row (an aggregate, a test)."""
-    row = c.execute(sql, args).fetchone()
-    assert row is not None, sql
-    return next(iter(row.values()))
-
-
-class PostgresStore:
+class PostgresStore(PostgresConnection):
     """The :class:`~minicache.store.base.Store` protocol on PostgreSQL (psycopg 3 + a connection pool)."""
-
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        min_size: int = 1,
-        max_size: int = 8,
-        timeout: float = 30.0,
-        connect_timeout: int = 10,
-        create: bool = True,
-    ) -> None:
-        """``create=False``: the database must already hold a MiniCache schema (else StoreError, and
-        nothing is created in it); commands that only read use it."""
-        self.dsn, self.safe_dsn, self.timeout = dsn, redact_dsn(dsn), timeout
-        try:
-            params = _conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise StoreError(f"invalid PostgreSQL DSN {self.safe_dsn}: {exc}") from None
-        self._connect_kwargs: dict[str, Any] = {}
-        if "connect_timeout" not in params:
-            self._connect_kwargs["connect_timeout"] = connect_timeout
-        self._closed = False
-        self._close_lock = threading.Lock()
-        self._local = threading.local()  # this thread's connection while it runs a transaction
-        self._migrate(create)
-        self._pool: ConnectionPool[Conn] = ConnectionPool(
-            dsn,
-            connection_class=Conn,
-            min_size=min_size,
-            max_size=max_size,
-            open=False,
-            timeout=timeout,
-            name=f"minicache-store-{id(self):x}",
-            kwargs={"autocommit": True, "row_factory": dict_row, **self._connect_kwargs},
-        )
-        try:
-            self._pool.open(wait=True, timeout=timeout)
-        except psycopg.Error as exc:
-            self._pool.close()
-            raise StoreError(
-                f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}"
-            ) from exc
-
-    # -- connections ----------------------------------------------------------------------
-    def _error(self, exc: psycopg.Error) -> StoreError:
-        if self._closed:
-            return StoreError(f"the PostgreSQL store {self.safe_dsn} is closed")
-        if isinstance(exc, psycopg.DataError) and "NUL" in str(exc):
-            return StoreError(f"PostgreSQL cannot store text with NUL characters: {exc}")
-        return StoreError(f"PostgreSQL store {self.safe_dsn}: {exc}".rstrip())
-
-    @contextmanager
-    def _conn(self) -> Iterator[Conn]:
-        """A pooled connection in autocommit mode (each statement commits on its own); inside a
-        :meth:`_tx` of this thread, that transaction's connection."""
-        current = getattr(self._local, "conn", None)
-        if current is not None:
-            yield current
-            return
-        try:
-            with self._pool.connection() as conn:
-                yield conn
-        except (psycopg.OperationalError, psycopg.DataError, psycopg.InterfaceError) as exc:
-            # Unreachable server, pool timeout or closed, lost connection, text PostgreSQL refuses.
-            # Integrity errors (a duplicate id) pass through as they do from SQLite.
-            raise self._error(exc) from exc
-
-    @contextmanager
-    def _tx(self) -> Iterator[Conn]:
-        """One transaction: committed when the block ends, rolled back if it raises. A ``_tx`` inside
-        another of the same thread joins it (as a savepoint), so methods compose into one transaction."""
-        with self._conn() as conn:
-            outer = getattr(self._local, "conn", None) is None
-            self._local.conn = conn
-            try:
-                with conn.transaction():
-                    yield conn
-            finally:
-                if outer:
-                    self._local.conn = None
-
-    def _migrate(self, create: bool = True) -> None:
-        try:
-            conn = psycopg.connect(
-                self.dsn, autocommit=True, row_factory=dict_row, **self._connect_kwargs
-            )
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot connect to the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()
-            ) from exc
-        try:
-            if not create and not _one(conn, "SELECT to_regclass('schema_version') IS NOT NULL"):
-                raise StoreError(
-                    f"{self.safe_dsn} holds no MiniCache store (it has no schema_version table)"
-                )
-            with conn.transaction():
-                # Replicas starting together queue here; the first migrates, the others find it done.
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute(POSTGRES.versions)
-                current = _one(conn, "SELECT COALESCE(MAX(version), 0) FROM schema_version")
-                upgrade(conn.execute, current, POSTGRES, self.safe_dsn)
-        except psycopg.Error as exc:
-            raise StoreError(
-                f"cannot migrate the PostgreSQL store {self.safe_dsn}: {exc}".rstrip()
-            ) from exc
-        finally:
-            conn.close()
-
-    def schema_version(self) -> int:
-        with self._conn() as c:
-            return int(_one(c, "SELECT MAX(version) FROM schema_version"))
 
     # -- groups -----------------------------------------------------------------------------
     _GROUP_SELECT = (
@@ -335,7 +196,7 @@ class PostgresStore:
         now = time.time()
         with self._tx() as c:
             self._lock_group(c, entry.tenant, entry.group_id, create_at=now)
-            version = _one(
+            version = one(
                 c,
                 "SELECT COALESCE(MAX(version), 0) + 1 FROM entries WHERE tenant=%s AND group_id=%s",
                 (entry.tenant, entry.group_id),
@@ -371,7 +232,7 @@ class PostgresStore:
                     self.put_entry(entry)
                 for example in examples:
                     self.add_example(example)
-        except psycopg.IntegrityError as exc:
+        except IntegrityError as exc:
             raise StoreError(f"import rolled back, nothing was written: {exc}".rstrip()) from exc
 
     def active_entry(self, tenant: str, group_id: str) -> Entry | None:
@@ -429,7 +290,7 @@ class PostgresStore:
             c.execute(*POSTGRES.add_to("entries", tenant, entry_id, Entry.model_choice(served, ms)))
 
     def _reopen_if_no_active(self, c: Conn, tenant: str, group_id: str) -> None:
-        active = _one(
+        active = one(
             c,
             "SELECT EXISTS (SELECT 1 FROM entries WHERE tenant=%s AND group_id=%s AND status='active')",
             (tenant, group_id),
@@ -523,13 +384,6 @@ class PostgresStore:
                 "SELECT name, value FROM counters WHERE tenant=%s", (tenant,)
             ).fetchall()
         return {r["name"]: r["value"] for r in rows}
-
-    def close(self) -> None:
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._pool.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.safe_dsn!r})"
