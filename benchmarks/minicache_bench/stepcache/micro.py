@@ -12,7 +12,9 @@ Built from the StepCache paper's description (arXiv 2603.28795; no code was publ
 
 10 x 2 base + 10 x 2 x 9 variants + 22 = 222 requests, shuffled by the seed (which also draws every
 constant), so each family starts cold somewhere in the stream. Gold answers are computed here, not
-by a model: the solution of each equation, the record's values for each key.
+by a model: the solution of each equation, the record's values for each key. The equation forms
+are :mod:`.equations`' table, the record kinds :mod:`.records`'; this module makes the requests
+from them and checks outputs against their gold answers.
 """
 
 from __future__ import annotations
@@ -27,362 +29,8 @@ from typing import Any
 
 from minicache.stepcache import jsontask, linear
 from minicache.stepcache import steps as stepsmod
-
-VARIABLES = ["x", "y", "z", "n", "m", "t", "k", "p", "q", "w", "u", "r", "s"]
-FORMATS = [
-    "{v} = <value>",
-    "Answer: <value>",
-    "Final answer: {v} = <value>",
-    '{{"{v}": <value>}}',
-    "The solution is <value>.",
-]
-
-# Equation forms: (template, builder(rng) -> dict of constants with an integer solution "s").
-# Templates use {a}.. for constants and {v} for the unknown.
-
-
-def _ints(rng: random.Random, n: int, lo: int = 2, hi: int = 9) -> list[int]:
-    return [rng.randint(lo, hi) for _ in range(n)]
-
-
-def _f1(r):  # a v + b = c
-    s, (a, b) = r.randint(2, 12), _ints(r, 2, 2, 19)
-    return dict(a=a, b=b, c=a * s + b, s=s)
-
-
-def _f2(r):  # a v - b = c
-    s, (a, b) = r.randint(3, 12), _ints(r, 2, 2, 19)
-    b = min(b, a * s - 1)
-    return dict(a=a, b=b, c=a * s - b, s=s)
-
-
-def _f3(r):  # a v + b = c v + d
-    s, c = r.randint(2, 12), r.randint(2, 7)
-    a, b = c + r.randint(1, 5), r.randint(2, 19)
-    return dict(a=a, b=b, c=c, d=(a - c) * s + b, s=s)
-
-
-def _f4(r):  # a (v + b) = c
-    s, (a, b) = r.randint(2, 12), _ints(r, 2)
-    return dict(a=a, b=b, c=a * (s + b), s=s)
-
-
-def _f5(r):  # a (v - b) = c
-    b, a = r.randint(2, 9), r.randint(2, 9)
-    s = b + r.randint(1, 9)
-    return dict(a=a, b=b, c=a * (s - b), s=s)
-
-
-def _f6(r):  # b + a v = c
-    return _f1(r)
-
-
-def _f7(r):  # a v = b v + c
-    s, b = r.randint(2, 12), r.randint(2, 8)
-    a = b + r.randint(1, 6)
-    return dict(a=a, b=b, c=(a - b) * s, s=s)
-
-
-def _f8(r):  # v / a + b = c
-    a, q, b = r.randint(2, 6), r.randint(2, 9), r.randint(2, 19)
-    return dict(a=a, b=b, c=q + b, s=a * q)
-
-
-def _f9(r):  # a v - b = c v + d
-    s, c = r.randint(3, 12), r.randint(2, 6)
-    a, b = c + r.randint(1, 5), r.randint(2, 15)
-    return dict(a=a, b=b, c=c, d=(a - c) * s - b, s=s) if (a - c) * s - b > 0 else _f9(r)
-
-
-def _f10(r):  # c - a v = b
-    s, a, b = r.randint(2, 9), r.randint(2, 6), r.randint(2, 19)
-    return dict(a=a, b=b, c=b + a * s, s=s)
-
-
-BASE_FORMS = [
-    ("{a}{v} + {b} = {c}", _f1),
-    ("{a}{v} - {b} = {c}", _f2),
-    ("{a}{v} + {b} = {c}{v} + {d}", _f3),
-    ("{a}({v} + {b}) = {c}", _f4),
-    ("{a}({v} - {b}) = {c}", _f5),
-    ("{b} + {a}{v} = {c}", _f6),
-    ("{a}{v} = {b}{v} + {c}", _f7),
-    ("{v}/{a} + {b} = {c}", _f8),
-    ("{a}{v} - {b} = {c}{v} + {d}", _f9),
-    ("{c} - {a}{v} = {b}", _f10),
-]
-
-
-# Forms no base prompt has: the semantic changes ("another operation").
-CHANGED_FORMS = [
-    (
-        "{a}{v} + {b}{v} = {c}",
-        lambda r: (lambda s, a, b: dict(a=a, b=b, c=(a + b) * s, s=s))(
-            r.randint(2, 9), r.randint(2, 9), r.randint(2, 9)
-        ),
-    ),
-    (
-        "({v} + {b})/{a} = {c}",
-        lambda r: (lambda a, b, c: dict(a=a, b=b, c=c, s=a * c - b))(
-            r.randint(2, 5), r.randint(1, 5), r.randint(3, 9)
-        ),
-    ),
-    (
-        "{a}{v} - {b}{v} = {c}",
-        lambda r: (
-            lambda s, b: (lambda a: dict(a=a, b=b, c=(a - b) * s, s=s))(b + r.randint(1, 5))
-        )(r.randint(2, 9), r.randint(2, 6)),
-    ),
-    (
-        "{v}/{a} - {b} = {c}",
-        lambda r: (lambda a, b, c: dict(a=a, b=b, c=c, s=a * (b + c)))(
-            r.randint(2, 5), r.randint(1, 9), r.randint(1, 9)
-        ),
-    ),
-    (
-        "{a}{v} + {b} = {c} + {d}",
-        lambda r: (
-            lambda s, a, b, c: (
-                dict(a=a, b=b, c=c, d=a * s + b - c, s=s)
-                if a * s + b - c > 0
-                else dict(a=a, b=b, c=1, d=a * s + b - 1, s=s)
-            )
-        )(r.randint(2, 9), r.randint(2, 7), r.randint(2, 9), r.randint(2, 9)),
-    ),
-    (
-        "{b} = {a}{v} - {c}",
-        lambda r: (lambda s, a, c: dict(a=a, b=a * s - c, c=c, s=s))(
-            r.randint(3, 9), r.randint(2, 7), r.randint(1, 5)
-        ),
-    ),
-    (
-        "{a}({v} - {b}) + {c} = {d}",
-        lambda r: (lambda s, a, b, c: dict(a=a, b=b, c=c, d=a * (s - b) + c, s=s))(
-            r.randint(6, 12), r.randint(2, 5), r.randint(1, 5), r.randint(2, 9)
-        ),
-    ),
-    (
-        "{a}{v} + {b} + {c} = {d}",
-        lambda r: (lambda s, a, b, c: dict(a=a, b=b, c=c, d=a * s + b + c, s=s))(
-            r.randint(2, 9), r.randint(2, 9), r.randint(2, 9), r.randint(2, 9)
-        ),
-    ),
-    (
-        "{a}{v} = {b} + {c}",
-        lambda r: (lambda s, a, b: dict(a=a, b=b, c=a * s - b, s=s))(
-            r.randint(3, 9), r.randint(2, 7), r.randint(1, 5)
-        ),
-    ),
-    (
-        "{a}({v} + {b}) = {c}({v} + {d})",
-        lambda r: (
-            lambda s, c, b: (
-                lambda a: (
-                    dict(a=a, b=b, c=c, d=(a * (s + b)) // c - s, s=s)
-                    if (a * (s + b)) % c == 0 and (a * (s + b)) // c - s > 0
-                    else dict(a=2 * c, b=b, c=c, d=2 * (s + b) - s, s=s)
-                )
-            )(c + r.randint(1, 3))
-        )(r.randint(2, 9), r.randint(2, 4), r.randint(1, 6)),
-    ),
-    (
-        "{v} - {b} = {c}/{a}",
-        lambda r: (lambda a, b, q: dict(a=a, b=b, c=a * q, s=b + q))(
-            r.randint(2, 6), r.randint(1, 9), r.randint(2, 9)
-        ),
-    ),
-]
-
-# JSON record kinds: (sentence with {slots}, fields [(key, type, slot)], extra field, key synonyms,
-# values drawn per seed). String slots are quoted in the sentence.
-NAMES = {
-    "product": ["Desk Lamp", "Office Chair", "Water Bottle", "Travel Mug", "Notebook", "Backpack"],
-    "seller": ["Brightline", "Northwind", "Acme Supply", "Globex"],
-    "person": [
-        "Maria Lopez",
-        "Chen Wei",
-        "Amara Okafor",
-        "Lukas Novak",
-        "Priya Raman",
-        "Tom Becker",
-    ],
-    "dept": ["Finance", "Research", "Logistics", "Marketing"],
-    "title": ["Quiet Rivers", "The Long Road", "Paper Moons", "Cold Harbor", "Silent Peaks"],
-    "author": ["Ana Ruiz", "John Hale", "Mei Tanaka", "Omar Said"],
-    "city": ["Lisbon", "Osaka", "Tallinn", "Porto", "Quito", "Perth"],
-    "country": ["Portugal", "Japan", "Estonia", "Ecuador", "Australia"],
-    "code": ["BA117", "LH402", "AF881", "KL645", "IB320"],
-    "director": ["Sofia Coppola", "Ang Lee", "Jane Campion", "Bong Joon-ho"],
-    "recipe": ["Lentil Soup", "Green Curry", "Apple Crumble", "Fish Tacos"],
-    "ingredient": ["lentils", "coconut milk", "apples", "cod"],
-    "model": ["Falcon", "Mistral", "Orion", "Vega"],
-    "maker": ["Kestrel Motors", "Aurora Cars", "Delta Auto"],
-    "major": ["Physics", "History", "Economics", "Biology"],
-    "hotel": ["Harbor Inn", "Grand Plaza", "Alpine Lodge", "Sea Breeze"],
-}
-
-
-@dataclass(frozen=True)
-class RecordKind:
-    sentence: str
-    layout: str  # the same facts in another layout (a semantic change)
-    fields: tuple[
-        tuple[str, str, str], ...
-    ]  # (key, type, slot); the first three are the base schema
-    synonyms: tuple[str, ...]  # new names for keys 1..3 (the names perturbation)
-
-
-RECORDS = [
-    RecordKind(
-        'the product "{product}" costs {price} dollars, {stock} units are in stock and it is sold by "{seller}".',
-        'product="{product}"; price={price}; stock={stock}; seller="{seller}".',
-        (
-            ("name", "string", "product"),
-            ("price", "number", "price"),
-            ("stock", "integer", "stock"),
-            ("seller", "string", "seller"),
-        ),
-        ("product_name", "unit_price", "quantity"),
-    ),
-    RecordKind(
-        'the employee "{person}" is {age} years old, works in "{dept}" and earns {salary} dollars a year.',
-        'employee="{person}"; age={age}; department="{dept}"; salary={salary}.',
-        (
-            ("name", "string", "person"),
-            ("age", "integer", "age"),
-            ("department", "string", "dept"),
-            ("salary", "integer", "salary"),
-        ),
-        ("full_name", "years", "team"),
-    ),
-    RecordKind(
-        'the book "{title}" by "{author}" has {pages} pages and costs {price} dollars.',
-        'book="{title}"; author="{author}"; pages={pages}; price={price}.',
-        (
-            ("title", "string", "title"),
-            ("author", "string", "author"),
-            ("pages", "integer", "pages"),
-            ("price", "number", "price"),
-        ),
-        ("book_title", "writer", "page_count"),
-    ),
-    RecordKind(
-        'the city "{city}" in "{country}" has {population} inhabitants and covers {area} square kilometres.',
-        'city="{city}"; country="{country}"; population={population}; area={area}.',
-        (
-            ("city", "string", "city"),
-            ("country", "string", "country"),
-            ("population", "integer", "population"),
-            ("area", "number", "area"),
-        ),
-        ("city_name", "nation", "inhabitants"),
-    ),
-    RecordKind(
-        'flight "{code}" leaves "{city}" with {seats} seats at a fare of {fare} dollars.',
-        'flight="{code}"; origin="{city}"; seats={seats}; fare={fare}.',
-        (
-            ("flight", "string", "code"),
-            ("origin", "string", "city"),
-            ("seats", "integer", "seats"),
-            ("fare", "number", "fare"),
-        ),
-        ("flight_code", "departure_city", "seat_count"),
-    ),
-    RecordKind(
-        'the film "{title}" from {year} runs {minutes} minutes and was directed by "{director}".',
-        'film="{title}"; year={year}; minutes={minutes}; director="{director}".',
-        (
-            ("title", "string", "title"),
-            ("year", "integer", "year"),
-            ("runtime", "integer", "minutes"),
-            ("director", "string", "director"),
-        ),
-        ("film_title", "release_year", "length_minutes"),
-    ),
-    RecordKind(
-        'the recipe "{recipe}" serves {servings} people, takes {minutes} minutes and uses "{ingredient}".',
-        'recipe="{recipe}"; servings={servings}; minutes={minutes}; ingredient="{ingredient}".',
-        (
-            ("recipe", "string", "recipe"),
-            ("servings", "integer", "servings"),
-            ("minutes", "integer", "minutes"),
-            ("main_ingredient", "string", "ingredient"),
-        ),
-        ("dish", "portions", "cooking_time"),
-    ),
-    RecordKind(
-        'the car "{model}" made by "{maker}" has {hp} horsepower and costs {cost} dollars.',
-        'car="{model}"; maker="{maker}"; horsepower={hp}; price={cost}.',
-        (
-            ("model", "string", "model"),
-            ("maker", "string", "maker"),
-            ("horsepower", "integer", "hp"),
-            ("price", "integer", "cost"),
-        ),
-        ("car_model", "manufacturer", "hp"),
-    ),
-    RecordKind(
-        'the student "{person}" has a grade average of {gpa} and has completed {credits} credits in "{major}".',
-        'student="{person}"; gpa={gpa}; credits={credits}; major="{major}".',
-        (
-            ("student", "string", "person"),
-            ("gpa", "number", "gpa"),
-            ("credits", "integer", "credits"),
-            ("major", "string", "major"),
-        ),
-        ("student_name", "grade_average", "credit_count"),
-    ),
-    RecordKind(
-        'the hotel "{hotel}" in "{city}" has {rooms} rooms at {rate} dollars per night.',
-        'hotel="{hotel}"; city="{city}"; rooms={rooms}; rate={rate}.',
-        (
-            ("hotel", "string", "hotel"),
-            ("city", "string", "city"),
-            ("rooms", "integer", "rooms"),
-            ("nightly_rate", "number", "rate"),
-        ),
-        ("hotel_name", "location", "room_count"),
-    ),
-]
-
-_NUMERIC_SLOTS = {
-    "price": lambda r: f"{r.randint(5, 400)}.{r.choice(['50', '99', '25', '75'])}",
-    "stock": lambda r: str(r.randint(2, 90)),
-    "age": lambda r: str(r.randint(22, 64)),
-    "salary": lambda r: str(r.randint(40, 150) * 1000),
-    "pages": lambda r: str(r.randint(120, 900)),
-    "population": lambda r: str(r.randint(50, 3000) * 1000),
-    "area": lambda r: f"{r.randint(20, 900)}.{r.randint(1, 9)}",
-    "seats": lambda r: str(r.randint(80, 400)),
-    "fare": lambda r: f"{r.randint(49, 900)}.{r.choice(['00', '50', '99'])}",
-    "year": lambda r: str(r.randint(1960, 2024)),
-    "minutes": lambda r: str(r.randint(20, 180)),
-    "servings": lambda r: str(r.randint(2, 12)),
-    "cost": lambda r: str(r.randint(15, 90) * 1000),
-    "hp": lambda r: str(r.randint(90, 450)),
-    "gpa": lambda r: f"{r.randint(2, 3)}.{r.randint(1, 9)}",
-    "credits": lambda r: str(r.randint(30, 180)),
-    "rooms": lambda r: str(r.randint(12, 400)),
-    "rate": lambda r: f"{r.randint(60, 450)}.{r.choice(['00', '50'])}",
-}
-_STRING_SLOTS = {
-    "product": "product",
-    "seller": "seller",
-    "person": "person",
-    "dept": "dept",
-    "title": "title",
-    "author": "author",
-    "city": "city",
-    "country": "country",
-    "code": "code",
-    "director": "director",
-    "recipe": "recipe",
-    "ingredient": "ingredient",
-    "model": "model",
-    "maker": "maker",
-    "major": "major",
-    "hotel": "hotel",
-}
+from minicache_bench.stepcache.equations import BASE_FORMS, CHANGED_FORMS, FORMATS, VARIABLES
+from minicache_bench.stepcache.records import NUMERIC_SLOTS, RECORDS, RecordKind, draw_record
 
 
 @dataclass
@@ -464,20 +112,6 @@ def _math_family(i: int, rng: random.Random) -> list[MicroRequest]:
     return out
 
 
-def _draw_record(kind: RecordKind, rng: random.Random) -> dict[str, str]:
-    """One value per slot, drawn in the order the slots appear in the sentence. (A ``set`` of slot
-    names here once made the draws follow PYTHONHASHSEED: every process got other requests.)"""
-    slots = list(dict.fromkeys(re.findall(r"\{(\w+)\}", kind.sentence)))
-    out = {}
-    for slot in slots:
-        out[slot] = (
-            rng.choice(NAMES[_STRING_SLOTS[slot]])
-            if slot in _STRING_SLOTS
-            else _NUMERIC_SLOTS[slot](rng)
-        )
-    return out
-
-
 def _typed(value: str, kind: str) -> Any:
     if kind == "integer":
         return int(value)
@@ -509,7 +143,7 @@ def _json_gold(values: dict[str, str], fields: list[tuple[str, str, str]]) -> di
 def _json_family(i: int, rng: random.Random) -> list[MicroRequest]:
     kind = RECORDS[i]
     base_fields = list(kind.fields[:3])
-    values = _draw_record(kind, rng)
+    values = draw_record(kind, rng)
     fam = f"json{i}"
     out = [
         MicroRequest(
@@ -524,9 +158,9 @@ def _json_family(i: int, rng: random.Random) -> list[MicroRequest]:
     for k in range(3):
         new = dict(values)
         for slot in new:
-            if slot in _NUMERIC_SLOTS:
+            if slot in NUMERIC_SLOTS:
                 while new[slot] == values[slot]:
-                    new[slot] = _NUMERIC_SLOTS[slot](rng)
+                    new[slot] = NUMERIC_SLOTS[slot](rng)
         out.append(
             MicroRequest(
                 f"{fam}-constants{k}",
@@ -597,7 +231,7 @@ def generate(seed: int) -> list[MicroRequest]:
         )
     for j in range(11):
         kind = RECORDS[j % 10]
-        values = _draw_record(kind, rng)
+        values = draw_record(kind, rng)
         fields = list(kind.fields[:3])
         text = _json_text(kind, values, fields, layout=True)
         if j >= 10:  # a second layout for the kind already used: a table
