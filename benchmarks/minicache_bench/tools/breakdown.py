@@ -7,9 +7,10 @@ the rows alone (no model, no store):
 
 * per block of ``--block`` requests, in stream order: minicache's hits, both methods' mean latency
   and their ratio (is the cache warming up, and when);
-* minicache's refused hits (the engine's route ``fallback``, a ``miss`` in the row) by check, and its errors by message;
+* minicache's refused hits (the engine's route ``fallback``, a ``miss`` in the row) by check, and
+  its errors by message;
 * the hits slower than ``--slow`` seconds, with the stage that took the time and the seconds the
-  request waited for the compute lock (``lock_wait_s``, rows from 2026-12-02 evening on);
+  request waited for the compute lock (``lock_wait_s``; rows without it show ``nan``);
 * the builds: how many, how many succeeded, and their compute seconds (wall time less lock waits);
 * the seconds requests waited, before their timers, for a build to step aside (``waited_s``).
 

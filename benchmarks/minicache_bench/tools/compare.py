@@ -1,10 +1,10 @@
 """Which requests two benchmark runs of one stream served differently.
 
 Reads two runs' ``requests.jsonl`` and compares minicache's row for each request both hold (rows
-read with ``minicache_bench.tools.breakdown.load``, so only requests pot answered too): the route, the answer,
-whether it was right, and why a hit was refused (``fallback_reason``). Why: the
-speed ratio of two runs of identical work moves by a few percent with the machine, so a change is
-read request by request first: "every request took the same route with the same answer" says a
+read with ``minicache_bench.tools.breakdown.load``, so only requests pot answered too): the route,
+the answer, whether it was right, and why a hit was refused (``fallback_reason``). Why: the speed
+ratio of two runs of identical work moves by a few percent with the machine, so a change is read
+request by request first: "every request took the same route with the same answer" says a
 ratio's move is noise; a list of the requests that moved says what the change did.
 
 Usage: python -m minicache_bench.tools.compare EARLIER/requests.jsonl LATER/requests.jsonl
