@@ -42,9 +42,10 @@ DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 SESSION = re.compile(r"\bsession \d+")
 SCRIPT_PY = re.compile(r"\bscripts/([\w.-]+\.py)\b")
 # A repository path as the docs write it: from the repository root, or from docs/ with ``../``.
-# Not a path that merely ends in one of these names (``~/.cache/minicache/models``).
+# Not a path that merely ends in one of these names (``~/.cache/minicache/models``), nor one in git
+# history (``405b9d7:scripts/NAME``).
 DOC_PATH = re.compile(
-    r"(?:(?<=\.\./)|(?<![\w./~-]))((?:scripts|minicache|benchmarks|tests)/[\w./-]*)"
+    r"(?:(?<=\.\./)|(?<![\w./~:-]))((?:scripts|minicache|benchmarks|tests)/[\w./-]*)"
 )
 RESULTS_LINK = re.compile(r"benchmarks/results/([\w.-]+)")
 
