@@ -2,8 +2,9 @@
 
 Started by :class:`minicache.sandbox.SandboxPool` as ``python -I -S _worker.py MEMORY CPU OS PY``
 (isolated mode, no site-packages, an environment without the caller's variables, cwd ``/``) with a
-Unix socket to the pool as fd 1. It imports the allowed modules once, then loops: fork a child,
-hand the pool that child's reply pipe, wait for the child to end.
+Unix socket to the pool as fd 1. It imports the allowed modules once (with the restricted
+interpreter, :mod:`_restricted`, a sibling module), then loops: fork a child, hand the pool that
+child's reply pipe, wait for the child to end.
 
 Why a zygote and not a long-lived worker: whatever a program does to its interpreter (``math.sqrt
 = ...``, ``json.dumps = ...``, ``decimal.getcontext().prec = 2``) dies with its child, and the next
@@ -14,15 +15,14 @@ child never read dies with that child's pipe, so no later child can take it for 
 memory a child inherits holds no other tenant's variables or answers.
 
 The child, before it sees a job: points fds 1-2 at /dev/null (fd 1 is the zygote's socket to the
-pool) and closes every other fd but its reply pipe and its job pipe (fd 0), lowers its limits (address space,
-CPU, file size, core dumps), asks to die with its parent, installs the seccomp allow-list (see
-``_seccomp``) and runs a trusted warm-up. Then it reads its job, closes fd 0, runs the program,
+pool) and closes every other fd but its reply pipe and its job pipe (fd 0), lowers its limits
+(address space, CPU, file size, core dumps), asks to die with its parent, installs the seccomp
+allow-list (see ``_seccomp``) and runs a trusted warm-up. Then it reads its job, closes fd 0, runs the program,
 writes one length-prefixed reply and exits. The pool reads one frame and closes the pipe, so
 nothing a program writes beyond its own reply reaches anyone.
 """
 
 import array
-import builtins
 import io
 import json
 import math
@@ -32,193 +32,19 @@ import signal
 import socket
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script dir out
-import _seccomp  # type: ignore[import-not-found]  # minicache/sandbox/_seccomp.py, a sibling on sys.path
+import _restricted  # type: ignore[import-not-found]  # minicache/sandbox/_restricted.py, a sibling
+import _seccomp  # type: ignore[import-not-found]  # minicache/sandbox/_seccomp.py, a sibling
 
-ALLOWED_MODULES = ("math", "statistics", "decimal", "fractions", "datetime", "re", "json")
-MODULES = {name: __import__(name) for name in ALLOWED_MODULES}
-# Compiling a program with a non-ASCII identifier (the target writes `σ_p = 20` for a formula with σ)
-# NFKC-normalizes it through `unicodedata`, which CPython imports on first use. After the seccomp
-# filter a child cannot open the extension module's file, so it is loaded here, in the zygote. It is
-# not importable by programs: the import hook and the policy admit only ALLOWED_MODULES.
-import unicodedata  # noqa: E402,F401 - loaded here for the child, see above
-
-MAX_RESULT_CHARS = 65_536
-MAX_PRINT_CHARS = 8_192
-MAX_REPLY_BYTES = 4 * MAX_RESULT_CHARS + 4096  # JSON escapes can grow text; the pool reads no more
+# JSON escapes can grow text; the pool reads no more than this.
+MAX_REPLY_BYTES = 4 * _restricted.MAX_RESULT_CHARS + 4096
 MAX_JOB_BYTES = 8 * 2**20
-_dumps, _loads = (
-    json.dumps,
-    json.loads,
-)  # the child's own references: a program rebinding json.dumps cannot reach them
+# The child's own references: a program rebinding json.dumps cannot reach them.
+_dumps, _loads = json.dumps, json.loads
 _HEADER = struct.Struct("!I")
-_NO_JOB = 17  # a child's exit status when its job pipe closed unwritten (the pool is gone): the zygote exits too
-
-SAFE_BUILTINS = {
-    name: getattr(builtins, name)
-    for name in (
-        "abs",
-        "all",
-        "any",
-        "bool",
-        "dict",
-        "divmod",
-        "enumerate",
-        "filter",
-        "float",
-        "frozenset",
-        "int",
-        "isinstance",
-        "len",
-        "list",
-        "map",
-        "max",
-        "min",
-        "pow",
-        "range",
-        "reversed",
-        "round",
-        "set",
-        "slice",
-        "sorted",
-        "str",
-        "sum",
-        "tuple",
-        "zip",
-        "True",
-        "False",
-        "None",
-        "ValueError",
-        "ZeroDivisionError",
-        "ArithmeticError",
-        "TypeError",
-        "KeyError",
-        "IndexError",
-        "Exception",
-        "OverflowError",
-        "StopIteration",
-        "chr",
-        "ord",
-        "bin",
-        "hex",
-        "oct",
-        "format",
-        "complex",
-        "iter",
-        "next",
-        "hash",
-        "repr",
-        "ascii",
-        "callable",
-        "issubclass",
-    )
-}
-
-
-def _prewarm(python_layer: bool) -> None:
-    """Import now what the allowed modules import lazily: under the filter a child cannot open files."""
-    # datetime.strptime's module, and the codecs the C code looks up by name
-    for name in (
-        "_strptime",
-        "encodings.ascii",
-        "encodings.latin_1",
-        "encodings.utf_16",
-        "encodings.utf_32",
-    ):
-        __import__(name)
-    MODULES["datetime"].datetime.strptime("2024-01-02", "%Y-%m-%d")
-    time.localtime()  # tzset reads /etc/localtime once, here
-    MODULES["re"].compile(r"\d+").sub("", "1")
-    if not python_layer:  # tests only: give programs the modules an attacker who escaped would want
-        for name in ("ctypes", "mmap", "socket", "subprocess"):
-            __import__(name)
-
-
-# What datetime's C code imports at call time (strptime, strftime, timetuple): such imports go
-# through the calling frame's __import__, which is the program's. The static policy still refuses
-# ``import time`` in a program's own source.
-_INTERNAL_IMPORTS = ("time", "_strptime")
-
-
-def _import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - builtins.__import__'s signature
-    if not level and name in MODULES:
-        return MODULES[name]
-    if not level and name in _INTERNAL_IMPORTS and name in sys.modules:
-        return sys.modules[name]
-    raise ImportError(f"import of {name!r} is not allowed in the sandbox")
-
-
-class _BoundedOut(io.StringIO):
-    def write(self, s):
-        if self.tell() < MAX_PRINT_CHARS:
-            return super().write(str(s)[: MAX_PRINT_CHARS - self.tell()])
-        return len(s)
-
-
-def _jsonable(value):
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        if abs(value) > 10**300:
-            raise OverflowError("integer result too large")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"result is not finite: {value}")
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if type(value).__module__ in ("decimal", "fractions"):
-        return _jsonable(float(value))
-    return str(value)
-
-
-def _run(job, python_layer):
-    """Run the program; return the reply dict. Everything the program raised becomes an error."""
-    out = _BoundedOut()
-    sys.stdout = sys.stderr = out
-    try:
-        if python_layer:
-
-            def _print(*args, sep=" ", end="\n", **_kw):
-                out.write(sep.join(str(a) for a in args) + end)
-
-            safe = dict(SAFE_BUILTINS, __import__=_import, print=_print)
-        else:
-            safe = builtins.__dict__
-        namespace = {"__builtins__": safe, "__name__": "minicache_program"}
-        exec(compile(job["source"], "<program>", "exec"), namespace)  # noqa: S102 - the point of this process
-        name = job.get("function", "solve")
-        func = namespace.get(name)
-        if not callable(func):
-            raise NameError(f"the program defines no function {name!r}")
-        value = _jsonable(func(**(job.get("kwargs") or {})))
-        reply = {"ok": True, "value": value, "stdout": out.getvalue()}
-        if len(_dumps(reply)) > MAX_RESULT_CHARS:
-            return {
-                "ok": False,
-                "kind": "result",
-                "error": f"result is over {MAX_RESULT_CHARS:,} characters",
-            }
-        return reply
-    except MemoryError:
-        return {"ok": False, "kind": "memory", "error": "memory limit exceeded"}
-    except RecursionError:
-        return {
-            "ok": False,
-            "kind": "error",
-            "error": "RecursionError: maximum recursion depth exceeded",
-        }
-    except BaseException as exc:  # noqa: BLE001 - report anything the program raised
-        try:
-            message = f"{type(exc).__name__}: {exc}"[:2000]
-        except BaseException:  # noqa: BLE001 - str() of a hostile exception may itself fail
-            message = "the program raised an exception that cannot be shown"
-        return {"ok": False, "kind": "error", "error": message}
+# A child's exit status when its job pipe closed unwritten (the pool is gone): the zygote exits too.
+_NO_JOB = 17
 
 
 def _read_exact(fd, n):
@@ -281,14 +107,14 @@ def _child(reply_w, devnull, memory, cpu_s, installer, python_layer):
         _seal(reply_w, devnull, memory, cpu_s, installer)
         del installer
         sys.modules.pop("_seccomp", None)
-        _run(_WARM_UP, True)
+        _restricted.run(_WARM_UP, True)
         json.loads(json.dumps({"ok": True, "value": [1, 2.5, "x"], "stdout": ""}))
     except BaseException as exc:  # noqa: BLE001 - the program must not run without its limits
         _take_job()
         reply = {"ok": False, "kind": "crash", "error": f"sandbox child setup failed: {exc}"}
     else:
         try:
-            reply = _run(_take_job(), python_layer)
+            reply = _restricted.run(_take_job(), python_layer)
         except BaseException as exc:  # noqa: BLE001 - the child must always reply
             reply = {
                 "ok": False,
@@ -351,9 +177,8 @@ class Zygote:
             finally:
                 os._exit(1)  # whatever happened, the child never returns into the zygote's loop
         os.close(reply_w)
-        os.close(
-            job_r
-        )  # only the child may read its job: once it is gone, a write to the pipe fails
+        # Only the child may read its job: once it is gone, a write to the pipe fails.
+        os.close(job_r)
         return pid, reply_r, job_w
 
     def serve(self, channel):
@@ -366,10 +191,9 @@ class Zygote:
                 [message],
                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [reply_r, job_w]))],
             )
-            os.close(
-                reply_r
-            )  # the pool's copies are the only ones: nothing here can read a reply ...
-            os.close(job_w)  # ... or write a job
+            # The pool's copies are the only ones: nothing here can read a reply or write a job.
+            os.close(reply_r)
+            os.close(job_w)
             status = os.waitpid(pid, 0)[1]
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _NO_JOB:
                 return
@@ -406,12 +230,11 @@ def main():
     memory, cpu_s = int(sys.argv[1]), float(sys.argv[2])
     os_layer, python_layer = sys.argv[3] == "on", sys.argv[4] == "on"
     sys.stdout = sys.stderr = io.StringIO()  # stray writes cannot reach the protocol (fd 1)
-    _prewarm(python_layer)
+    _restricted.prewarm(python_layer)
     ready = {"ready": True, "os_layer": "seccomp" if os_layer else "off", "netns": False}
     try:
-        os.close(
-            os.pidfd_open(os.getpid())
-        )  # the zygote waits on its children through pidfds (Linux 5.3+)
+        # The zygote waits on its children through pidfds (Linux 5.3+).
+        os.close(os.pidfd_open(os.getpid()))
         zygote = Zygote(memory, cpu_s, os_layer, python_layer)
         if os_layer:
             problem = _probe(zygote)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-import minicache.sandbox as sandbox_pkg
+import minicache.sandbox.worker as sandbox_worker
 from minicache.sandbox import (
     OS_LAYER_ENV,
     SandboxError,
@@ -344,20 +344,20 @@ def test_the_pool_refuses_to_start_without_its_os_layer(tmp_path, monkeypatch):
     fake.write_text(
         "import json, os\nos.write(1, (json.dumps({'ready': False, 'error': 'seccomp is missing'}) + '\\n').encode())\n"
     )
-    monkeypatch.setattr(sandbox_pkg, "_WORKER", fake)
+    monkeypatch.setattr(sandbox_worker, "WORKER_SCRIPT", fake)
     with pytest.raises(SandboxUnavailable, match=f"seccomp is missing.*{OS_LAYER_ENV}=off"):
         SandboxPool(size=1)
 
 
 def test_the_worker_reports_a_kernel_that_refuses_the_filter():
     """The real worker script, with the filter's installation failing as on a kernel without seccomp."""
-    worker = os.path.dirname(sandbox_pkg._WORKER)
+    worker = os.path.dirname(sandbox_worker.WORKER_SCRIPT)
     code = (
         f"import runpy, sys; sys.path.insert(0, {worker!r}); import _seccomp\n"
         "def refuse(self):\n    raise OSError(22, 'prctl(PR_SET_SECCOMP) failed: seccomp filters unavailable')\n"
         "_seccomp.Installer.install = refuse\n"
         f"sys.argv = ['_worker.py', str(256 * 2**20), '1', 'on', 'on']\n"
-        f"runpy.run_path({str(sandbox_pkg._WORKER)!r}, run_name='__main__')\n"
+        f"runpy.run_path({str(sandbox_worker.WORKER_SCRIPT)!r}, run_name='__main__')\n"
     )
     out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, timeout=60)
     ready = json.loads(out.stdout.splitlines()[0])
