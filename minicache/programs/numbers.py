@@ -99,8 +99,7 @@ def relevant_text(text: str, limit: int = LONG_TEXT) -> str:
     sentence (where a question is: the context follows it) and the sentences (or lines: a table's
     rows) that write a number, each with the sentence before it (which may say what the number is),
     in order. Filler that writes no number costs the model its prefill and nothing else (a hit with
-    2,048 tokens of it took 23 s, ``benchmarks/results/formula-pad``); every number of the text
-    stays, so the candidate values are the same."""
+    2,048 tokens of it took 23 s); every number of the text stays, so the candidate values are the same."""
     if len(text) <= limit:
         return text
     parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]

@@ -59,7 +59,7 @@ def integer_parameters(fn: ast.FunctionDef) -> set[str]:
     A parameter's type is read from this, not from its default: a lifted program's default is the
     example's value, and a quantity that happened to be whole there (earnings per share of 5) is
     still a quantity; typed "integer", the next request's 7.5 was refused and paid for a miss
-    (Formula-v5: 3 of 27 fallbacks)."""
+    (3 of 27 fallbacks in one Formula run)."""
 
     def names(node: ast.AST | None) -> set[str]:
         return (

@@ -25,8 +25,8 @@ def repair_indentation(code: str) -> str:
 
     Why: the 1.5B target writes, now and then, one statement of a function body one space short
     (``"   EAR = (1 + r/n)**n - 1"`` under four-space lines), a tokenization slip, not a program
-    error. On Formula it failed every Effective Annual Rate request for PoT and the cache alike
-    (2026-12-03). A program that parses, or that the snap does not make parse, is returned as it
+    error. On Formula it failed every Effective Annual Rate request for PoT and the cache alike. A
+    program that parses, or that the snap does not make parse, is returned as it
     came, so the sandbox's gate reports the model's own text. Lines inside brackets, after a
     backslash or inside a triple-quoted string keep their indentation (it means nothing there)."""
     try:

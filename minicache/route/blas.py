@@ -1,12 +1,12 @@
 """NumPy's matrix products on one thread, for the work on a request's path (routing's embedding).
 
 Why: NumPy's wheels ship OpenBLAS, which runs a product on every core and then keeps its worker
-threads spinning for a while in case another product comes. Measured on the 2-core VM
-(2026-12-03): after each routing embedding (about 0.05 s) OpenBLAS burned 0.10 s more of CPU while
-the process slept, and a miss's target call starts right after routing, with llama.cpp's threads on
-both cores. On one thread the embedding takes 0.06 s instead of 0.046 s and nothing spins after it
-(`OPENBLAS_NUM_THREADS=1`: 0.000 s of CPU in the same sleep). The products routing does are small
-(one request, a 384-wide model), so one thread loses little and leaves the cores to the model.
+threads spinning for a while in case another product comes. Measured on a 2-core VM: after each
+routing embedding (about 0.05 s) OpenBLAS burned 0.10 s more of CPU while the process slept, and a
+miss's target call starts right after routing, with llama.cpp's threads on both cores. On one thread
+the embedding takes 0.06 s instead of 0.046 s and nothing spins after it (`OPENBLAS_NUM_THREADS=1`:
+0.000 s of CPU in the same sleep). The products routing does are small (one request, a 384-wide
+model), so one thread loses little and leaves the cores to the model.
 
 :func:`one_blas_thread` sets OpenBLAS to one thread for a block and restores what it was. It finds
 the OpenBLAS that NumPy loaded through its C entry points (``openblas_set_num_threads`` and the

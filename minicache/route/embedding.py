@@ -97,7 +97,7 @@ def load_weights(directory: Path | None = None) -> dict[str, np.ndarray]:
 def reference_forward(w: dict[str, np.ndarray], ids: list[int], heads: int = 12) -> np.ndarray:
     """BERT's forward as its paper writes it (three projections per layer, scores scaled after the
     product): what :class:`MiniLMEmbedder`'s packed forward is checked against
-    (``tests/test_embedding.py``) and timed against (``scripts/embed_timing.py``)."""
+    (``tests/route/test_embedding.py``) and timed against."""
     n, dim = len(ids), w["embeddings.word_embeddings.weight"].shape[1]
     x = (
         w["embeddings.word_embeddings.weight"][ids]
@@ -182,9 +182,8 @@ class MiniLMEmbedder:
     Each layer's weights are packed once at load: the query, key and value projections into one
     matrix (the query's ``1/sqrt(head size)`` folded in), every matrix stored transposed and
     contiguous, so a layer is four matrix products. The result equals the plain BERT forward up to
-    float rounding (``tests/test_embedding.py``). On the 2-core VM, one BLAS thread, the 300 SVAMP
-    questions (39 tokens on average) took 18.7 ms each against 46.8 ms for the plain forward
-    (``scripts/embed_timing.py``, 2026-12-04)."""
+    float rounding (``tests/route/test_embedding.py``). On a 2-core VM, one BLAS thread, the 300
+    SVAMP questions (39 tokens on average) took 18.7 ms each against 46.8 ms for the plain forward."""
 
     dim = 384
     route_threshold = 0.80  # calibrated on Formula and SVAMP replays (docs/routing.md)

@@ -11,14 +11,14 @@ sharing a bucket cancel as often as they add, so collisions do not pull unrelate
 together), and the vector is scaled to unit length. Cosine similarity is then a word-and-pair
 overlap score.
 
-Why not the MiniLM sentence embedding that routed until 2026-12-05 (still available as
-``route_embedder = "minilm"``, :mod:`minicache.route.embedding`)? It cost 20-50 ms of one core per request,
-most of what a miss added to PoT's call. Replayed through routing (``scripts/routing_embedders.py``,
-docs/routing.md), this one took about 0.1 ms and, at its threshold of 0.82, formed groups as pure as
-MiniLM's at 0.80 or purer on every stream tried, in fewer groups on Formula (the 999 packaged
-requests: 44 groups against 53). What it gives up is synonymy: two wordings of one computation that
-share few words land in different groups (SVAMP: 165 groups against 95), each of which costs its own
-cold start, never a wrong answer by itself.
+Why not the MiniLM sentence embedding that routed before it (still available as ``route_embedder =
+"minilm"``, :mod:`minicache.route.embedding`)? It cost 20-50 ms of one core per request, most of
+what a miss added to PoT's call. Replayed through routing (docs/routing.md), this one took about 0.1
+ms and, at its threshold of 0.82, formed groups as pure as MiniLM's at 0.80 or purer on every stream
+tried, in fewer groups on Formula (the 999 packaged requests: 44 groups against 53). What it gives
+up is synonymy: two wordings of one computation that share few words land in different groups
+(SVAMP: 165 groups against 95), each of which costs its own cold start, never a wrong answer by
+itself.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class LexicalEmbedder:
     Stateless and thread-safe; an empty text embeds as one ``<empty>`` feature."""
 
     dim = DIM
-    # Calibrated on replays (scripts/routing_embedders.py, docs/routing.md): on the 999 packaged
+    # Calibrated on replays through routing (docs/routing.md): on the 999 packaged
     # Formula requests (50 formulas) as pure as MiniLM at its 0.80, in fewer groups (44 against 53).
     route_threshold = 0.82
 

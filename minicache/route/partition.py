@@ -21,7 +21,6 @@ the best group of the probed ones, or starts a new group. Groups are tight by co
 request joins one only at cosine >= the routing threshold), so a group lies near its mean, and its
 mean near its bucket's centre. A group's mean is taken when the buckets are made or when it joins
 them, and is not moved as the group's kept rows change until they are made again.
-``scripts/route_latency.py`` reports how often the approximate route equals the exact one.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import ast
 from minicache.programs.text import extract_code, repair_indentation
 from minicache.sandbox import run_untrusted
 
-# The 1.5B target's reply to formula-train-99, verbatim (2026-12-03): one line three spaces deep.
+# The 1.5B target's reply to a Formula request, verbatim: one line three spaces deep.
 EAR_REPLY = (
     "```python\ndef solve():\n    r = 0.10  # 10% nominal rate\n    n = 2    # semi-annual compounding\n"
     "   EAR = (1 + r/n)**n - 1\n    return round(EAR, 2)\n```"

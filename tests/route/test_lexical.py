@@ -75,7 +75,7 @@ def test_a_different_computation_scores_below_the_routing_threshold() -> None:
 def test_on_all_packaged_formula_requests_lexical_routing_is_as_pure_as_minilm_in_fewer_groups() -> (
     None
 ):
-    # The replay docs/routing.md reports (scripts/routing_embedders.py): the 999 Formula requests (50
+    # The replay docs/routing.md reports: the 999 Formula requests (50
     # formulas) in the data's order, each joining its nearest earlier request's group at cosine >=
     # the embedder's threshold. MiniLM at 0.80 made 53 groups with 122 requests outside their
     # group's formula; this pins the lexical embedder at no worse on either count.
