@@ -5,8 +5,9 @@ took. That number has a **kind** (a percentage, a money amount, a count followed
 "5 years" or "5-year", a number word such as "twice", or a word for how often a year: "quarterly" and
 "monthly" are one kind, ``word:per-year``), or a plain number), an optional scale reading ("2.4
 million" read as 2,400,000) and **cue words** around it ("annual cash *inflows* of $6,000"). An
-*exemplar* keeps exactly that, with the numbers masked, so it is learned from a single example,
-where a learned rule (:func:`minicache.hit.rules.learn_rules`) needs two that agree.
+*exemplar* keeps exactly that, with the numbers masked, so it is learned from a single example
+(:mod:`minicache.hit.exemplars`; kinds and cue words: :mod:`minicache.hit.cues`), where a learned
+rule (:func:`minicache.hit.rules.learn_rules`) needs two that agree.
 
 A new request aligns with an exemplar when:
 
@@ -37,216 +38,19 @@ against them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from minicache.hit.align_text import align_text, learn_text_slot
-from minicache.hit.tables import align_table, learn_table_exemplar
-from minicache.programs.numbers import Candidate, Position, find_candidates
+from minicache.hit.align_text import align_text
+from minicache.hit.cues import PER_YEAR, cue_score, number_words, positions
+from minicache.hit.exemplars import (
+    learn_exemplar,
+)  # kept importable here: minicache.build imports it
+from minicache.hit.tables import align_table
+from minicache.programs.numbers import Position
 from minicache.programs.signature import words_match
-from minicache.store.base import Variable
 
-_WORD = re.compile(r"[a-z]+")
-_UNITS = {
-    "year",
-    "month",
-    "day",
-    "week",
-    "quarter",
-    "period",
-    "hour",
-    "minute",
-    "share",
-    "unit",
-    "item",
-    "employee",
-    "customer",
-    "time",
-    "installment",
-    "payment",
-    "person",
-    "people",
-}
-_STOP = set(
-    "a an the and or of for is are was were be by at to in on with from as if its it this that what how "
-    "much many per each given has have had will would which who its their our your".split()
-)
-BEFORE, AFTER = 6, 4  # words before and after a number that may describe it
-# Words for how many times a year: one kind, so that an example's "quarterly" teaches where "monthly"
-# goes (on formula-v23, 10 Effective Annual Rate requests the small model read, 8 hits and 2 refusals,
-# align with it: scripts/align_replay.py).
-PER_YEAR = {"annually", "semi-annually", "semiannually", "quarterly", "monthly", "weekly", "daily"}
-
-
-def number_kind(text: str, cand: Candidate) -> str:
-    """What sort of number this is, from how it is written: pct | money | unit:<unit> | word:per-year |
-    word:<word> | plain.
-
-    A number with letters glued to it ("1tb", "32gb", "4g") is a size or a model name: ``unit:`` those
-    letters, whatever they are. Read as plain, the 1 of "1tb" passed for WebShop's price."""
-    written = cand.text.lower()
-    if "%" in written or "percent" in written:
-        return "pct"
-    if re.search(r"[$€£¥]", written):
-        return "money"
-    if written.isalpha() or "-" in written and written.replace("-", "").isalpha():
-        return "word:per-year" if written in PER_YEAR else f"word:{written}"
-    after = re.match(
-        r"(?:\s*|-)([a-z]+)", text[cand.end : cand.end + 24].lower()
-    )  # "5 years", "5-year"
-    if after:
-        word = after.group(1)
-        if word in ("dollar", "dollars", "usd"):
-            return "money"
-        singular = word[:-1] if word.endswith("s") else word
-        if singular in _UNITS:
-            return f"unit:{singular}"
-        if text[cand.end : cand.end + 1].isalpha():
-            return f"unit:{word}"
-    return "plain"
-
-
-def positions(text: str) -> list[Position]:
-    """The numbers of ``text`` grouped by where they are written, in order."""
-    found: dict[int, Position] = {}
-    for cand in find_candidates(text):
-        pos = found.get(cand.start)
-        if pos is None:
-            found[cand.start] = Position(cand.start, cand.end, [cand], number_kind(text, cand))
-        elif cand.value not in pos.values():
-            pos.readings.append(cand)
-    return sorted(found.values(), key=lambda p: p.start)
-
-
-def stem(word: str) -> str:
-    """A word's first five letters; a symbol (``r_p``, ``σ_p``) whole: it names one variable exactly."""
-    return word if "_" in word else word[:5]
-
-
-def stems(words: list[str]) -> list[str]:
-    return [stem(w) for w in words if (len(w) >= 3 or "_" in w) and w not in _STOP]
-
-
-_SEPARATORS = {
-    ",",
-    ";",
-    ".",
-    ":",
-    "!",
-    "?",
-    "and",
-    "while",
-    "whereas",
-    "but",
-    "with",
-    "against",
-    "versus",
-    "compared",
-}  # "$222,000 in current assets compared to $127,000 in current liabilities"
-# Words, and symbols written with an underscore, in any script ("(R_p)", "(σ_p)": a request that names
-# its variables so says which number is which, where the words around two numbers are alike).
-_TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
-
-
-def _is_word(token: str) -> bool:
-    return token[0].isalpha()
-
-
-def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, int]]]:
-    """For each number, the words that describe it with their weight (nearer weighs more).
-
-    Words before a number count (up to BEFORE, weights 6..1), and so do words right after it up to
-    the next separator (up to AFTER, weights 4..1): between two numbers, the words before the first
-    separator ("," "and" "while" ...) describe the earlier number ("$750,000 *in total liabilities*
-    and $250,000 in shareholders' equity"), the rest the later one ("... assets are $45,000 and
-    *current liabilities are* $30,000")."""
-    out: dict[int, list[tuple[str, int]]] = {p.start: [] for p in pos}
-    for i, p in enumerate(pos):
-        gap = text[pos[i - 1].end if i else max(0, p.start - 80) : p.start].lower()
-        tokens = _TOKEN.findall(gap)
-        if i:  # the part before the first separator belongs to the previous number
-            cut = next((k for k, t in enumerate(tokens) if t in _SEPARATORS), None)
-            after_prev = [t for t in (tokens[:cut] if cut is not None else []) if _is_word(t)][
-                :AFTER
-            ]
-            out[pos[i - 1].start] += [(w, AFTER + 1 - d) for d, w in enumerate(after_prev, start=1)]
-            tokens = tokens[cut + 1 :] if cut is not None else tokens
-        before = [t for t in tokens if _is_word(t)][::-1][:BEFORE]
-        out[p.start] += [(w, BEFORE + 1 - d) for d, w in enumerate(before, start=1)]
-    if pos:  # the last number's words after it, up to a separator
-        tail = _TOKEN.findall(text[pos[-1].end : pos[-1].end + 60].lower())
-        cut = next((k for k, t in enumerate(tail) if t in _SEPARATORS), len(tail))
-        out[pos[-1].start] += [
-            (w, AFTER + 1 - d) for d, w in enumerate(tail[:cut][:AFTER], start=1)
-        ]
-    return out
-
-
-def cue_score(
-    words: list[tuple[str, int]], cues: set[str], weights: dict[str, float] | None = None
-) -> float:
-    """How well a number's describing words match ``cues``: each matching content word adds its
-    nearness weight, times the cue's weight (1 unless given)."""
-    return sum(
-        near * (weights or {}).get(stem(w), 1.0)
-        for w, near in words
-        if w not in _STOP and stem(w) in cues
-    )
-
-
-def learn_exemplar(
-    template: list[Variable], text: str, values: dict[str, Any]
-) -> dict[str, Any] | None:
-    """An exemplar from one validated (request text, values), or None if a number is not written
-    exactly once in the text (then nobody can tell which number it was), two variables took the same
-    number, or a text value is not the request's words in order (see :func:`learn_text_slot`).
-    Values that are cells of the request's table are learned by their row and column instead."""
-    table = learn_table_exemplar(template, text, values)
-    if table is not None:
-        return table
-    pos = positions(text)
-    slots: dict[str, Any] = {}
-    texts = [var for var in template if var.type == "string"]
-    if len(texts) > 1:
-        return None  # two stretches of text: which words belong to which is not learned from one example
-    region = pos
-    for var in texts:
-        learned = learn_text_slot(text, str(values.get(var.name, "")), pos)
-        if learned is None:
-            return None
-        slots[var.name], lo, hi = learned
-        region = [
-            p for p in pos if not lo <= p.start < hi
-        ]  # numbers inside the text are the text's
-    numbers = _learn_number_slots([v for v in template if v.type != "string"], text, region, values)
-    if numbers is None:
-        return None
-    numeric, taken = numbers
-    slots.update(numeric)
-    constants = [[p.kind, p.values()[0]] for p in region if p.start not in taken]
-    return {"slots": slots, "constants": constants}
-
-
-def _learn_number_slots(
-    template: list[Variable], text: str, pos: list[Position], values: dict[str, Any]
-) -> tuple[dict[str, Any], set[int]] | None:
-    described = number_words(text, pos)
-    slots: dict[str, Any] = {}
-    taken: set[int] = set()
-    for var in template:
-        value = values.get(var.name)
-        where = [(p, i) for p in pos for i, v in enumerate(p.values()) if v == value]
-        if len(where) != 1 or where[0][0].start in taken:
-            return None
-        p, reading = where[0]
-        taken.add(p.start)
-        cues = set(stems([w for w, _ in described[p.start]]))
-        # How the example wrote its size: a plain amount ("$450,000"), a scale word read in full
-        # ("2.4 million" as 2,400,000) or a scale word taken as written (2.4, a program in millions).
-        scale = "none" if len(p.readings) == 1 else "scaled" if reading == 1 else "raw"
-        slots[var.name] = {"kind": p.kind, "scale": scale, "cues": sorted(cues)}
-    return slots, taken
+__all__ = ["Alignment", "align", "learn_exemplar", "same_value", "same_values"]
 
 
 @dataclass
@@ -463,28 +267,3 @@ def same_value(a: Any, b: Any) -> bool:
 
 def same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return set(a) == set(b) and all(same_value(a[k], b[k]) for k in a)
-
-
-def check_exemplar(exemplar: dict[str, Any], validated: list[tuple[str, dict[str, Any]]]) -> bool:
-    """An exemplar is kept only if every validated request it aligns with gets its validated values."""
-    for text, values in validated:
-        found = align(exemplar, text)
-        if found.complete and any(
-            not same_value(found.values[k], values.get(k)) for k in found.values
-        ):
-            return False
-    return True
-
-
-def learn_exemplars(
-    template: list[Variable], validated: list[tuple[str, dict[str, Any]]], limit: int = 3
-) -> list[dict[str, Any]]:
-    """Up to ``limit`` exemplars, the first validated example's first; each one checked on the others."""
-    out: list[dict[str, Any]] = []
-    for text, values in validated:
-        exemplar = learn_exemplar(template, text, values)
-        if exemplar is not None and check_exemplar(exemplar, validated) and exemplar not in out:
-            out.append(exemplar)
-        if len(out) >= limit:
-            break
-    return out

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from minicache.errors import HitRefused
-from minicache.hit.align import cue_score, number_words, positions, stems
+from minicache.hit.cues import cue_score, number_words, positions, stems
 from minicache.hit.extraction import Extraction
 from minicache.hit.rules import acronym, apply_rule, name_stems
 from minicache.programs.lifting import EXAMPLE_MARK
@@ -107,7 +107,7 @@ def corroborate(
             ((score[var.name, p.start], p.start) for p in at[var.name]), default=(0.0, None)
         )
         # A number written as a word ("one year", "quarterly") competes only for a variable the
-        # examples wrote that way: formula-v10 refused two right Free Cash Flow choices because the
+        # examples wrote that way: otherwise right Free Cash Flow choices were refused because the
         # words around "one"/"quarterly" ("operating", "cash flow") fit the cash flow better.
         kinds = (profile.get("kinds") or {}).get(
             var.name

@@ -3,8 +3,8 @@
 A hit that neither the rules nor the alignment can read goes to the small model, and its choice is
 served only if every corroboration check passes (:mod:`minicache.hit.verify`). Where a group keeps
 sending requests its entry's program does not fit, the checks keep refusing, and each refusal adds
-the model's seconds to the miss that follows. On formula-v25 (2026-12-06) the small model's choices
-for Purchasing Power Parity's entry (its requests solve for three different unknowns) were refused
+the model's seconds to the miss that follows. On Formula the small model's choices for Purchasing
+Power Parity's entry (its requests solve for three different unknowns) were refused
 on every one of about a dozen requests, 0.2-2.8 s each on top of a 5-7 s miss.
 
 Asking costs the model's seconds ``m`` every time and saves a miss of ``M`` seconds when the choice

@@ -22,10 +22,11 @@ from minicache.answers import SolveResult, check_answer, format_answer
 from minicache.config.engine import EngineConfig
 from minicache.errors import HitRefused, MiniCacheError
 from minicache.events import EventLog
+from minicache.hit.audits import demoted, on_probation
 from minicache.hit.failures import record_failed_hit
 from minicache.hit.model_record import model_declined
 from minicache.hit.refusals import LEARNABLE, revise
-from minicache.hit.verify import MODEL_PATHS, ZERO_MODEL_PATHS, HitVerifier, demoted, on_probation
+from minicache.hit.verify import MODEL_PATHS, ZERO_MODEL_PATHS, HitVerifier
 from minicache.miss.path import MissPath
 from minicache.programs.signature import answers_match
 from minicache.request import request_text
@@ -282,7 +283,7 @@ class HitPath:
         """A comparison made while ``entry`` was on probation: its last agreeing one passes it, a
         disagreeing one evicts it, with the request recorded for the group's next build (which must
         answer it as the miss path did). Each outcome goes into the tenant's probation record, which
-        decides whether its next entries start on probation (hit.needs_probation)."""
+        decides whether its next entries start on probation (minicache.hit.audits.needs_probation)."""
         if agreed and (agreements < self.config.verify.probation or disagreements):
             return  # not yet passed, or failed by an earlier comparison
         if not agreed and disagreements > 1:  # failed by an earlier comparison: counted once

@@ -3,10 +3,10 @@
 A refused hit is answered by the miss path, so each refusal comes with a reference answer already
 paid for. When the would-be hit's values give that answer through the entry's program, and the
 check's own reading does not, the check was wrong about this request, and it would refuse every
-request written the same way again. Formula-v7 (`benchmarks/results/formula-v7/`) refused 11 hits
-because a learned rule read the price as the earnings per share (Price-to-Earnings, 5 times) or a
-CPI in the other's place (Inflation, 3): each time the small model's or alignment's values gave the
-miss path's answer and the rule's did not.
+request written the same way again. One Formula run refused 11 hits because a learned rule read the
+price as the earnings per share (Price-to-Earnings, 5 times) or a CPI in the other's place
+(Inflation, 3): each time the small model's or alignment's values gave the miss path's answer and
+the rule's did not.
 
 What a refusal can teach, and nothing else (each change rests on evidence from two independent
 paths, the entry's program on the refused values and the target's own program, and covers only
@@ -16,16 +16,15 @@ what that evidence showed):
   the variables whose reading differs from alignment's are dropped; those variables are then read
   by alignment. A rule the *model* contradicts is kept even when the model was right: "a rule and
   the model agree" is one of the checks a model-chosen value must pass, and a rule wrong once still
-  tells a clear request from a muddled one. Formula-v8 (`benchmarks/results/formula-v8/`) dropped a
-  Price-to-Book rule that way, and the model's next wrong choice on that group, which the rule's
-  disagreement had refused in formula-v7, was served.
+  tells a clear request from a muddled one. Dropping a Price-to-Book rule that way once served the
+  model's next wrong choice on that group, which the rule's disagreement had refused before.
 * ``range``: the refused value joins the variable's observed values (``profile.values``).
 * ``answer``: the refused answer joins the group's answers (``profile.answers``): a trade balance
   seen negative twice may be positive.
 * ``context``: the words around the value the model chose join the variable's cue words
   (``profile.cues``), so the words around another number no longer outscore them for a request
-  written this way. Formula-v7 refused 12 hits on context; in formula-v8 and -v9 the 8 context
-  revisions each learned the words of one request, and none turned a later request into a hit.
+  written this way. On Formula, 8 context revisions each learned the words of one request, and none
+  turned a later request into a hit.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).

@@ -195,7 +195,7 @@ def acronym(stems: list[str]) -> str | None:
 
     Financial text abbreviates the very quantities it names ("a share price of $78 and EPS of $9");
     a keyword rule that sees only "share" near the price and nothing it knows near "EPS" reads the
-    price as the earnings per share (formula-v9: 5 Price-to-Earnings hits refused that way)."""
+    price as the earnings per share (on Formula, 5 Price-to-Earnings hits were refused that way)."""
     return "".join(s[0] for s in stems) if len(stems) >= 3 else None
 
 

@@ -22,9 +22,8 @@ alignment falls back to cue words (or the small model). The table is the context
 ``|``-separated lines; a context with none, or with several, has no table here.
 
 The 0.5B model reads these tables badly: asked for its own example's values (the lifted program's
-defaults), it chose them on 4 of 17 TAT-QA percentage-change requests (tatqa-v6's store,
-2026-12-04, ``scripts/table_reads.py --model``), often a number of the question's instructions
-("e.g. 12.5 for 12.5%") for every variable.
+defaults), it chose them on 4 of 17 TAT-QA percentage-change requests, often a number of the
+question's instructions ("e.g. 12.5 for 12.5%") for every variable.
 """
 
 from __future__ import annotations

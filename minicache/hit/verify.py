@@ -1,264 +1,63 @@
 """The checks that make a hit trustworthy: a hit is served only when the cache can show it is right.
 
-The hit stage (:meth:`minicache.hit.path.HitPath.serve`) calls :class:`HitVerifier`; anything it cannot show raises
-:class:`HitRefused` and the request pays for a miss instead. Four layers, cheapest first (the whole
-story, with the reasons, is docs/hits.md):
+The hit stage (:meth:`minicache.hit.path.HitPath.serve`) calls :class:`HitVerifier`; anything it
+cannot show raises :class:`HitRefused` and the request pays for a miss instead. Five layers, cheapest
+first (the whole story, with the reasons, is docs/hits.md):
 
 1. **Zero-model extraction.** Learned rules (two agreeing examples) and alignment with an exemplar
-   (one validated example, :mod:`minicache.hit.align`). When both resolve every variable they must agree.
-2. **Corroboration of model-chosen values** (:mod:`minicache.hit.corroboration`): rules, alignment, one
-   number per variable, the words around each chosen number, their order and the decoder's margin.
+   (one validated example, :mod:`minicache.hit.align`). When both resolve every variable they must
+   agree.
+2. **Corroboration of model-chosen values** (:mod:`minicache.hit.corroboration`): rules, alignment,
+   one number per variable, the words around each chosen number, their order and the decoder's
+   margin.
    With ``VerifyConfig.second_choice`` (off by default), when a check refutes one variable's value
    (out of its range or written form, or one number in two variables), the model chooses once
-   more without that value (:meth:`HitVerifier._second_choice`), and that choice must pass every check.
-3. **Plausibility against the group's examples** (every path): each value in the sign, magnitude and
-   written form (percent or not) the examples show, and written in the request where the examples
-   wrote it; the answer in their sign and magnitude.
-4. **Audits** (:func:`wilson_upper`): a sampled share of hits is also answered by the miss path; an
-   entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen hit until
-   agreeing audits bring the bound back under delta.
-5. **Probation** (:func:`needs_probation`): where routing has not shown that it keeps a tenant's
-   computations apart (SVAMP's word problems share words, not computations), a new entry's first
-   hit attempts are answered by the miss path and compared before it serves any.
+   more without that value (:meth:`HitVerifier._second_choice`), and that choice must pass every
+   check.
+3. **Plausibility against the group's examples** (every path, :mod:`minicache.hit.profile`): each
+   value in the sign, magnitude and written form (percent or not) the examples show, and written in
+   the request where the examples wrote it; the answer in their sign and magnitude.
+4. **Audits** (:mod:`minicache.hit.audits`): a sampled share of hits is also answered by the miss
+   path; an entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen
+   hit until agreeing audits bring the bound back under delta.
+5. **Probation** (:func:`minicache.hit.audits.needs_probation`): where routing has not shown that it
+   keeps a tenant's computations apart (SVAMP's word problems share words, not computations), a new
+   entry's first hit attempts are answered by the miss path and compared before it serves any.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable
 from typing import Any
 
 from minicache.config.engine import VerifyConfig
-from minicache.errors import ExtractionError, HitRefused  # HitRefused re-exported
-from minicache.hit.align import (
-    Alignment,
-    align,
-    learn_exemplars,
-    positions,
-    same_value,
-    same_values,
-)
+from minicache.errors import ExtractionError, HitRefused
+from minicache.hit.align import Alignment, align, same_value, same_values
+from minicache.hit.audits import demoted, needs_probation, probation_reason, wilson_upper
 from minicache.hit.corroboration import corroborate, rule_readings
 from minicache.hit.extraction import Extraction, Extractor, Method, check_types
-from minicache.store.base import Entry, Variable
+from minicache.hit.profile import check_answer, checked_values, learn_profile
+from minicache.store.base import Entry
 
-MODEL_PATHS = (
-    "choice",
-    "free",
-    "second-choice",
-)  # extraction methods where the small model chose the values
+# Kept importable from here: the engine and the build stage import these names from this module.
+__all__ = [
+    "MODEL_PATHS",
+    "REFUTING",
+    "ZERO_MODEL_PATHS",
+    "HitRefused",
+    "HitVerifier",
+    "demoted",
+    "learn_profile",
+    "needs_probation",
+    "probation_reason",
+    "wilson_upper",
+]
+
+# Extraction methods where the small model chose the values, and those where it did not.
+MODEL_PATHS = ("choice", "free", "second-choice")
+ZERO_MODEL_PATHS = ("rule", "align")
 # Checks whose refusal names one variable's value as wrong: the model may choose again without it.
 REFUTING = ("range", "unit", "unwritten", "duplicate")
-ZERO_MODEL_PATHS = ("rule", "align")
-
-
-def wilson_upper(failures: int, n: int, z: float) -> float:
-    """Upper end of the Wilson score interval for an error rate of ``failures`` in ``n`` trials.
-
-    Wilson rather than the normal approximation: it stays inside [0, 1] and is sensible for the
-    handful of audits an entry gets (Brown, Cai & DasGupta 2001)."""
-    if n <= 0:
-        return 1.0
-    p = failures / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + spread) / (1 + z * z / n))
-
-
-def needs_probation(counters: dict[str, int], config: VerifyConfig) -> bool:
-    """Whether a tenant's next new entry starts on probation, from the tenant's record
-    (``probations`` run, ``probations_failed``, ``builds_ok``): until a few have run; while more than
-    ``probation_max_failure`` of them are estimated to fail (Laplace's rule, so two passes out of two
-    do not read as certainty); and otherwise for every ``probation_every``-th entry built."""
-    return probation_reason(counters, config) is not None
-
-
-def probation_reason(counters: dict[str, int], config: VerifyConfig) -> str | None:
-    """Why a new entry starts on probation, stored in its ``validation.probation``: ``"sample"`` for
-    every ``probation_every``-th entry built (whatever the record); ``"record"`` while the tenant's
-    record has not shown its entries safe; None when it starts without."""
-    if config.probation <= 0:
-        return None
-    if config.probation_every > 0 and counters.get("builds_ok", 0) % config.probation_every == 0:
-        return "sample"
-    return "record" if _record_unproven(counters, config) else None
-
-
-def _record_unproven(counters: dict[str, int], config: VerifyConfig) -> bool:
-    run, failed = counters.get("probations", 0), counters.get("probations_failed", 0)
-    return (
-        run < config.probation_tenant_min or (failed + 1) / (run + 2) > config.probation_max_failure
-    )
-
-
-def on_probation(
-    entry: Entry, config: VerifyConfig, counters: Callable[[], dict[str, int]] | None = None
-) -> bool:
-    """An entry built on probation that has not yet had ``probation`` agreeing comparisons.
-
-    An entry put on probation only because its tenant's record was not yet established
-    (``"record"``) is released as soon as ``counters()`` (the tenant's record, read only then) shows
-    it established: builds come in bursts. On Formula-v6 the first 10 entries were built before five
-    probations had finished, and 4 or 5 of them first came back after the record was established,
-    each paying a probation miss it no longer asked for (2026-12-03). A sampled entry, or one
-    stored before the reason was (``True``), stays on it."""
-    flag = entry.validation.get("probation")
-    if not flag or entry.audits_agreed >= config.probation:
-        return False
-    if flag == "record" and counters is not None and not _record_unproven(counters(), config):
-        return False
-    return True
-
-
-def demoted(entry: Entry, delta: float, z: float) -> bool:
-    """An entry caught wrong by an audit, whose upper confidence bound on error exceeds ``delta``.
-
-    With no disagreement at all the bound is not applied (it would need ~380 agreeing audits at
-    delta=0.01 before a new entry could serve): the build's validation is the entry's starting trust."""
-    d = entry.audits_disagreed
-    return d > 0 and wilson_upper(d, d + entry.audits_agreed, z) > delta
-
-
-# ---------------------------------------------------------------------------------------------
-# What a build learns for the checks: entry.validation["profile"]
-
-
-def learn_profile(
-    template: list[Variable],
-    validated: list[tuple[str, dict[str, Any]]],
-    answers: list[Any],
-    exemplars: int = 3,
-) -> dict[str, Any]:
-    """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
-    group's numeric answers."""
-    values: dict[str, list[Any]] = {}
-    kinds: dict[str, list[str]] = {}
-    for text, vals in validated:
-        pos = positions(text)
-        for var in template:
-            v = vals.get(var.name)
-            if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            values.setdefault(var.name, []).append(v)
-            kinds.setdefault(var.name, []).extend(p.kind for p in pos if v in p.values())
-    equal = [
-        [a.name, b.name]
-        for i, a in enumerate(template)
-        for b in template[i + 1 :]
-        if validated and all(vals.get(a.name) == vals.get(b.name) for _, vals in validated)
-    ]
-    numeric = [a for a in answers if isinstance(a, (int, float)) and not isinstance(a, bool)]
-    return {
-        "exemplars": learn_exemplars(template, validated, exemplars),
-        "values": {k: v[:20] for k, v in values.items()},
-        "kinds": {k: sorted(set(v)) for k, v in kinds.items()},
-        "equal": equal,
-        "answers": numeric[:20],
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# The checks
-
-
-def _sign(x: float) -> int:
-    return (x > 0) - (x < 0)
-
-
-def _outside(value: float, seen: list[float], factor: float) -> str | None:
-    """Why ``value`` does not fit the sign and magnitude of ``seen``, or None if it does.
-
-    A positive or negative value is plausible when a nonzero example had its sign; zero when an
-    example was zero or the examples had both signs. Zeros among the examples add zero to what is
-    plausible instead of switching the checks off: formula-v8's Balance of Trade, its answers all
-    negative, admitted every positive answer once a 0 had joined them. Examples that are all zero
-    say nothing about sign or magnitude."""
-    if not seen:
-        return None
-    signs, sign = {_sign(s) for s in seen}, _sign(value)
-    if signs != {0} and sign not in signs and not (sign == 0 and {-1, 1} <= signs):
-        return f"{value} has another sign than every example ({min(seen)} to {max(seen)})"
-    nonzero = [abs(s) for s in seen if s]
-    if nonzero and value:
-        lo, hi = min(nonzero), max(nonzero)
-        if abs(value) < lo / factor or abs(value) > hi * factor:
-            return f"{value} is far outside the examples' magnitude ({lo:g} to {hi:g})"
-    return None
-
-
-def check_values(
-    profile: dict[str, Any],
-    template: list[Variable],
-    values: dict[str, Any],
-    text: str,
-    factor: float,
-) -> None:
-    """Each value in the sign, magnitude and written form (percent or not) of the group's examples, and
-    written in the request when it was written in theirs."""
-    pos = positions(text)
-    for var in template:
-        v = values.get(var.name)
-        if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        why = _outside(v, profile.get("values", {}).get(var.name, []), factor)
-        if why:
-            raise HitRefused("range", f"{var.name}: {why}", variable=var.name)
-        seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
-        here = {p.kind for p in pos if v in p.values()}
-        if seen_kinds and not here:
-            # Only the small model can give a number the request does not write. On WebShop-v2 it gave
-            # max_price 140 (an entry's default) to requests with no price, twice: both wrong hits.
-            raise HitRefused(
-                "unwritten",
-                f"{var.name} was written in the examples' requests; {v} is not written in this one",
-                variable=var.name,
-            )
-        if seen_kinds and here:
-            if seen_kinds == {"pct"} and "pct" not in here:
-                raise HitRefused(
-                    "unit",
-                    f"{var.name} was a percentage in every example; {v} is not written as one",
-                    variable=var.name,
-                )
-            if seen_kinds == {"money"} and all(k.startswith(("unit:", "word:")) for k in here):
-                # Written plainly ("assets 64,000") it may still be the amount; with a unit it is not.
-                # WebShop-v2's one wrong choice hit gave max_price ($ in every example) the 1 of "1tb".
-                raise HitRefused(
-                    "unit",
-                    f"{var.name} was a money amount in every example; {v} is written "
-                    f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}",
-                    variable=var.name,
-                )
-            if "pct" not in seen_kinds and here == {"pct"}:
-                raise HitRefused(
-                    "unit",
-                    f"{var.name} was never a percentage in the examples; {v} is written as one",
-                    variable=var.name,
-                )
-
-
-def _checked_values(
-    profile: dict[str, Any],
-    template: list[Variable],
-    values: dict[str, Any],
-    text: str,
-    factor: float,
-) -> None:
-    """:func:`check_values`, its refusal carrying the values it refused (minicache.hit.refusals)."""
-    try:
-        check_values(profile, template, values, text, factor)
-    except HitRefused as exc:
-        exc.readings = exc.readings or {"hit": dict(values)}
-        raise
-
-
-def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
-    """The answer in the sign and magnitude of the answers the group's examples were served."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        why = _outside(value, profile.get("answers", []), factor)
-        if why:
-            raise HitRefused("answer", why)
 
 
 class HitVerifier:
@@ -272,9 +71,9 @@ class HitVerifier:
         """The first complete alignment (None if there is none) and the slots every exemplar that read
         them agrees on. Two exemplars aligning to different values refuse the hit. Where none aligns
         completely, a reading by elimination (minicache.hit.align) counts when every exemplar, two at
-        least, gives the same one. Replayed on formula-v23's entries (scripts/align_replay.py), one
-        exemplar's reading alone read 3 requests wrong where pot was right; the agreement of all,
-        none (of the 28 requests this and the per-year kind newly read, 27 right, one wrong for pot too)."""
+        least, gives the same one. Replayed on a Formula run's entries, one exemplar's reading alone
+        read 3 requests wrong where PoT was right; the agreement of all, none (of the 28 requests
+        this and the per-year kind newly read, 27 right, one wrong for PoT too)."""
         complete: Alignment | None = None
         partial: dict[str, Any] = {}
         conflicts: set[str] = set()
@@ -336,7 +135,7 @@ class HitVerifier:
         if zero_model_values is not None:
             method, values = zero_model_values
             checked = check_types(entry.template, values)
-            _checked_values(profile, entry.template, checked, text, self.config.value_range)
+            checked_values(profile, entry.template, checked, text, self.config.value_range)
             return Extraction(checked, method, time.perf_counter() - began)
         if no_model is not None:
             raise no_model
@@ -403,11 +202,10 @@ class HitVerifier:
         the model nothing to choose.
 
         Why: with every value chosen by the model, a model that disagreed with a rule on one
-        variable refused the hit, while rule readings were right 99% of the time (issue 16); replayed
-        on formula-v12..v16 (scripts/second_choice_replay.py --pin) pinning turned such refusals into
-        right hits. Only rules pin: a slot read by aligning one exemplar alone (``partial``) once read
-        the wrong number (formula-v16, formula-train-516) and pinning it made a wrong hit where the
-        disagreement had refused it. Every other check (range, unit, duplicate, the words around each
+        variable refused the hit, while rule readings were right 99% of the time; replayed on Formula
+        runs, pinning turned such refusals into right hits. Only rules pin: a slot read by aligning
+        one exemplar alone (``partial``) once read the wrong number, and pinning it made a wrong hit
+        where the disagreement had refused it. Every other check (range, unit, duplicate, the words around each
         number, the alignment, margins) still runs on all the values."""
         numeric = {v.name for v in entry.template if v.type != "string"}
         readings = {
@@ -421,9 +219,7 @@ class HitVerifier:
         self, entry: Entry, extraction: Extraction, text: str, partial: dict[str, Any]
     ) -> None:
         profile = entry.validation.get("profile") or {}
-        _checked_values(
-            profile, entry.template, extraction.variables, text, self.config.value_range
-        )
+        checked_values(profile, entry.template, extraction.variables, text, self.config.value_range)
         corroborate(entry, extraction, text, partial, self.config.min_margin)
 
     def _second_choice(

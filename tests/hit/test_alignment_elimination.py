@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from test_hit_verification import MarginSmall
 
-from minicache.hit.align import align, learn_exemplar
+from minicache.hit.align import align
+from minicache.hit.exemplars import learn_exemplar
 from minicache.hit.extraction import Extractor
-from minicache.hit.verify import HitVerifier, learn_profile
+from minicache.hit.profile import learn_profile
+from minicache.hit.verify import HitVerifier
 from minicache.store import Entry, Variable
 
 EAR = [

@@ -454,7 +454,7 @@ def test_a_request_that_leaves_the_prefix_part_way_loses_only_the_words_it_share
     from minicache.request import PREFIX_MIN, shared_prefix, strip_prefix
 
     # Two early examples both began their instruction with "i": the learned prefix runs one word
-    # past the boilerplate (WebShop, benchmarks/results/webshop-v7/COMMAND.md).
+    # past the boilerplate (seen on WebShop).
     boiler = "Write the WebShop search keywords for the shopper. Instruction: "
     prefix = shared_prefix(
         [boiler + "i need a red mug under 30 dollars", boiler + "i want blue socks, size 9"]

@@ -22,16 +22,13 @@ from fakes import (
 )
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
-from minicache.hit.align import (
-    align,
-    check_exemplar,
-    learn_exemplar,
-    learn_exemplars,
-    number_kind,
-    positions,
-)
+from minicache.hit.align import align
+from minicache.hit.audits import demoted, wilson_upper
+from minicache.hit.cues import number_kind, positions
+from minicache.hit.exemplars import learn_exemplar
 from minicache.hit.extraction import Extractor
-from minicache.hit.verify import HitRefused, HitVerifier, demoted, learn_profile, wilson_upper
+from minicache.hit.profile import check_exemplar, learn_exemplars, learn_profile
+from minicache.hit.verify import HitRefused, HitVerifier
 from minicache.models.base import Completion
 from minicache.models.choice import Field, decode_object
 from minicache.programs.numbers import find_candidates
@@ -370,7 +367,7 @@ def test_only_rule_readings_are_pinned_and_never_against_the_alignment_or_all_of
     text = "What is the current ratio if current assets are $64,000 and current liabilities total $16,000?"
     verifier = HitVerifier(Extractor(SchemaSmall({})))
     assets = {"current_assets": {"kind": "anchor", "words": ["assets", "are"]}}
-    # One exemplar's partial alignment is not pinned: it once read the wrong number (formula-v16).
+    # One exemplar's partial alignment is not pinned: it once read the wrong number.
     assert verifier.pinned(cr_entry(exemplars=False), text, {"current_liabilities": 16000}) == {}
     assert verifier.pinned(cr_entry(rules=assets, exemplars=False), text, {}) == {
         "current_assets": 64000
@@ -469,7 +466,7 @@ def test_a_percentage_where_the_examples_had_none_is_refused():
 
 
 def test_a_money_variable_given_a_number_written_otherwise_is_refused():
-    """WebShop-v2's one wrong choice hit: max_price, a dollar amount in every example, took the 1 of
+    """A wrong choice hit on WebShop: max_price, a dollar amount in every example, took the 1 of
     "1tb". A number the request writes with a unit (a count, a size) is not the amount asked for;
     one written plainly may be."""
     entry = cr_entry(exemplars=False)
@@ -500,8 +497,8 @@ def test_a_money_variable_given_a_number_written_otherwise_is_refused():
 
 
 def test_a_model_chosen_number_the_request_does_not_write_is_refused():
-    """WebShop-v2's two wrong free-decoding hits: requests with no price, to which the small model gave
-    an entry's default price. The examples wrote every value, so a value not written is a guess."""
+    """Two wrong free-decoding hits on WebShop: requests with no price, to which the small model
+    gave an entry's default price. The examples wrote every value, so a value not written is a guess."""
     entry = cr_entry(exemplars=False)
     entry.validation["extraction"] = "free"
     text = "What is the current ratio if current assets are $64,000 and current liabilities are unchanged?"
@@ -613,7 +610,7 @@ SHARPE = [Variable("R_p_pct"), Variable("R_f_pct"), Variable("σ_p_pct")]
 
 
 def test_symbols_the_request_writes_say_which_number_is_which():
-    """Formula-v6's one wrong hit (formula-train-640): "return" and "portfolio" describe both the
+    """A wrong hit on Formula: "return" and "portfolio" describe both the
     portfolio's return and the standard deviation of its excess return, and alignment swapped them.
     The symbols each request writes beside its values, ``(R_p)`` and ``(σ_p)``, are cues too."""
     exemplar = learn_exemplar(
@@ -1052,7 +1049,7 @@ def test_a_number_written_as_a_word_does_not_compete_for_a_variable_never_writte
 
 
 def test_compared_to_separates_the_words_of_two_numbers():
-    from minicache.hit.align import number_words
+    from minicache.hit.cues import number_words
 
     text = "A club has $222,000 in current assets compared to $127,000 in current liabilities."
     pos = positions(text)

@@ -8,7 +8,7 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder, spy_on_admission
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
-from minicache.hit.verify import needs_probation
+from minicache.hit.audits import needs_probation
 from minicache.store import SQLiteStore
 
 
@@ -144,7 +144,7 @@ def test_probation_zero_means_never(make):
 
 def test_admission_learns_a_probation_refusal_as_a_miss_not_as_a_dear_hit(make):
     """Counted among hit attempts, probations made hits look as dear as misses and stopped every
-    later build (Formula, 2026-12-02)."""
+    later build (on Formula)."""
     mc, _ = make()
     _built(mc)
     misses = mc.admission.miss.n

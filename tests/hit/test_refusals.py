@@ -12,8 +12,9 @@ from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit.corroboration import corroborate
 from minicache.hit.extraction import Extraction
+from minicache.hit.profile import learn_profile
 from minicache.hit.refusals import revise
-from minicache.hit.verify import HitRefused, learn_profile
+from minicache.hit.verify import HitRefused
 from minicache.store import Entry, SQLiteStore, Variable
 
 TEMPLATE = [
@@ -69,7 +70,7 @@ def test_a_rule_the_miss_answer_shows_wrong_against_alignment_is_dropped_and_the
 
 
 def test_a_rule_the_model_contradicts_is_kept_even_when_the_model_was_right():
-    # The rule still guards the model's choices: its disagreement refused a wrong choice in formula-v7.
+    # The rule still guards the model's choices: its disagreement once refused a wrong choice.
     e = entry(rules={"current_assets": ASSETS_AS_SECOND})
     refused = rule_refusal(
         {"current_assets": 16000, "current_liabilities": 16000},

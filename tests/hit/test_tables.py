@@ -9,7 +9,8 @@ from fakes import HashEmbedder
 from minicache.build.candidates import own_candidates
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
-from minicache.hit.align import align, learn_exemplar
+from minicache.hit.align import align
+from minicache.hit.exemplars import learn_exemplar
 from minicache.hit.tables import parse_table, question_row
 from minicache.models import FakeBackend
 from minicache.request import request_text

@@ -1,0 +1,181 @@
+"""A group's profile: what a build learns for the hit checks, and the plausibility checks against it.
+
+The profile (``entry.validation["profile"]``) holds the exemplars alignment reads with (each checked
+on the group's other validated examples), each numeric variable's observed values and written kinds,
+the variables the examples always had equal, and the group's numeric answers. Layer 3 of the hit
+checks (:mod:`minicache.hit.verify`, docs/hits.md) holds every hit to it: each value in the sign,
+magnitude and written form (percent or not) the examples show, and written in the request where the
+examples wrote it; the answer in their sign and magnitude.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minicache.errors import HitRefused
+from minicache.hit.align import align, same_value
+from minicache.hit.cues import positions
+from minicache.hit.exemplars import learn_exemplar
+from minicache.store.base import Variable
+
+
+def learn_profile(
+    template: list[Variable],
+    validated: list[tuple[str, dict[str, Any]]],
+    answers: list[Any],
+    exemplars: int = 3,
+) -> dict[str, Any]:
+    """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
+    group's numeric answers."""
+    values: dict[str, list[Any]] = {}
+    kinds: dict[str, list[str]] = {}
+    for text, vals in validated:
+        pos = positions(text)
+        for var in template:
+            v = vals.get(var.name)
+            if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            values.setdefault(var.name, []).append(v)
+            kinds.setdefault(var.name, []).extend(p.kind for p in pos if v in p.values())
+    equal = [
+        [a.name, b.name]
+        for i, a in enumerate(template)
+        for b in template[i + 1 :]
+        if validated and all(vals.get(a.name) == vals.get(b.name) for _, vals in validated)
+    ]
+    numeric = [a for a in answers if isinstance(a, (int, float)) and not isinstance(a, bool)]
+    return {
+        "exemplars": learn_exemplars(template, validated, exemplars),
+        "values": {k: v[:20] for k, v in values.items()},
+        "kinds": {k: sorted(set(v)) for k, v in kinds.items()},
+        "equal": equal,
+        "answers": numeric[:20],
+    }
+
+
+def check_exemplar(exemplar: dict[str, Any], validated: list[tuple[str, dict[str, Any]]]) -> bool:
+    """An exemplar is kept only if every validated request it aligns with gets its validated values."""
+    for text, values in validated:
+        found = align(exemplar, text)
+        if found.complete and any(
+            not same_value(found.values[k], values.get(k)) for k in found.values
+        ):
+            return False
+    return True
+
+
+def learn_exemplars(
+    template: list[Variable], validated: list[tuple[str, dict[str, Any]]], limit: int = 3
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` exemplars, the first validated example's first; each one checked on the others."""
+    out: list[dict[str, Any]] = []
+    for text, values in validated:
+        exemplar = learn_exemplar(template, text, values)
+        if exemplar is not None and check_exemplar(exemplar, validated) and exemplar not in out:
+            out.append(exemplar)
+        if len(out) >= limit:
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
+
+def _outside(value: float, seen: list[float], factor: float) -> str | None:
+    """Why ``value`` does not fit the sign and magnitude of ``seen``, or None if it does.
+
+    A positive or negative value is plausible when a nonzero example had its sign; zero when an
+    example was zero or the examples had both signs. Zeros among the examples add zero to what is
+    plausible instead of switching the checks off: a Balance of Trade group, its answers all
+    negative, admitted every positive answer once a 0 had joined them. Examples that are all zero
+    say nothing about sign or magnitude."""
+    if not seen:
+        return None
+    signs, sign = {_sign(s) for s in seen}, _sign(value)
+    if signs != {0} and sign not in signs and not (sign == 0 and {-1, 1} <= signs):
+        return f"{value} has another sign than every example ({min(seen)} to {max(seen)})"
+    nonzero = [abs(s) for s in seen if s]
+    if nonzero and value:
+        lo, hi = min(nonzero), max(nonzero)
+        if abs(value) < lo / factor or abs(value) > hi * factor:
+            return f"{value} is far outside the examples' magnitude ({lo:g} to {hi:g})"
+    return None
+
+
+def check_values(
+    profile: dict[str, Any],
+    template: list[Variable],
+    values: dict[str, Any],
+    text: str,
+    factor: float,
+) -> None:
+    """Each value in the sign, magnitude and written form (percent or not) of the group's examples, and
+    written in the request when it was written in theirs."""
+    pos = positions(text)
+    for var in template:
+        v = values.get(var.name)
+        if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        why = _outside(v, profile.get("values", {}).get(var.name, []), factor)
+        if why:
+            raise HitRefused("range", f"{var.name}: {why}", variable=var.name)
+        seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
+        here = {p.kind for p in pos if v in p.values()}
+        if seen_kinds and not here:
+            # Only the small model can give a number the request does not write. On WebShop it gave
+            # max_price 140 (an entry's default) to requests with no price, twice: both wrong hits.
+            raise HitRefused(
+                "unwritten",
+                f"{var.name} was written in the examples' requests; {v} is not written in this one",
+                variable=var.name,
+            )
+        if seen_kinds and here:
+            if seen_kinds == {"pct"} and "pct" not in here:
+                raise HitRefused(
+                    "unit",
+                    f"{var.name} was a percentage in every example; {v} is not written as one",
+                    variable=var.name,
+                )
+            if seen_kinds == {"money"} and all(k.startswith(("unit:", "word:")) for k in here):
+                # Written plainly ("assets 64,000") it may still be the amount; with a unit it is not.
+                # On WebShop a wrong choice hit gave max_price ($ in every example) the 1 of "1tb".
+                raise HitRefused(
+                    "unit",
+                    f"{var.name} was a money amount in every example; {v} is written "
+                    f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}",
+                    variable=var.name,
+                )
+            if "pct" not in seen_kinds and here == {"pct"}:
+                raise HitRefused(
+                    "unit",
+                    f"{var.name} was never a percentage in the examples; {v} is written as one",
+                    variable=var.name,
+                )
+
+
+def checked_values(
+    profile: dict[str, Any],
+    template: list[Variable],
+    values: dict[str, Any],
+    text: str,
+    factor: float,
+) -> None:
+    """:func:`check_values`, its refusal carrying the values it refused (minicache.hit.refusals)."""
+    try:
+        check_values(profile, template, values, text, factor)
+    except HitRefused as exc:
+        exc.readings = exc.readings or {"hit": dict(values)}
+        raise
+
+
+def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
+    """The answer in the sign and magnitude of the answers the group's examples were served."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        why = _outside(value, profile.get("answers", []), factor)
+        if why:
+            raise HitRefused("answer", why)
