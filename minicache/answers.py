@@ -12,18 +12,38 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from minicache.errors import AnswerError
 
-# "hit" | "miss" | "fallback" come from the program cache; the "step-*" routes from StepCache.
-Route = Literal["hit", "miss", "fallback", "step-reuse", "step-patch", "step-skip"]
+
+class Route(StrEnum):
+    """The way a request was answered. Members are their strings, so JSON, metrics labels and
+    comparisons with ``"hit"`` read the same as plain text."""
+
+    # the program cache
+    HIT = "hit"  # a cached program ran on values extracted from this request
+    MISS = "miss"  # the target wrote a program (no entry, or the lookup was skipped)
+    FALLBACK = "fallback"  # a hit was tried and failed, then the miss path answered
+    # StepCache
+    STEP_REUSE = "step-reuse"  # a cached output, re-instantiated, passed every check
+    STEP_PATCH = "step-patch"  # a cached output whose failing steps the target rewrote
+    STEP_SKIP = "step-skip"  # nothing reusable: the target wrote the whole output
+    FULL = "full"  # a whole output written elsewhere, only checked (StepCache.check_or_fallback)
+    # labels of requests that have no result (the server's metrics)
+    INVALID = "invalid"
+    ERROR = "error"
+
+
+# What the hit and miss paths pass as text; SolveResult reads it as a Route.
+RouteName = Literal["hit", "miss"]
 
 
 @dataclass
 class SolveResult:
     answer: Any
-    route: Route
+    route: Route | RouteName
     group: str
     entry_id: str | None = None
     program: str | None = None
@@ -49,6 +69,9 @@ class SolveResult:
     # Seconds of this request spent waiting for the compute lock (background builds and audits
     # within their share, or another request): in the stages' timings already, told apart here.
     lock_wait_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.route = Route(self.route)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

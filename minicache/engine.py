@@ -1,12 +1,13 @@
 """The MiniCache engine: route -> hit (extract + run cached program) | miss (target writes PoT) -> build.
 
-Reading order: :meth:`MiniCache.solve` validates a request and picks the cache; :meth:`MiniCache._serve`
-is the program cache's whole pipeline. The stages live in their own modules: routing
-(:mod:`minicache.route.router`), the hit (:mod:`minicache.hit.path`, with the checks of :mod:`minicache.hit.verify`),
-the miss (:mod:`minicache.miss.path`) and the build (:mod:`minicache.build.builder`); answers are checked and
-written by :mod:`minicache.answers`, exports read by :mod:`minicache.portability`. Generated code
-only ever runs in the sandbox's worker processes.
-"""
+Reading order: :meth:`MiniCache.solve` validates a request, picks the cache once
+(:func:`minicache.stepcache.step_request_of`) and counts the outcome (:mod:`minicache.counters`);
+:meth:`MiniCache._serve` is the program cache's whole pipeline. The stages live in their own
+modules: routing (:mod:`minicache.route.router`), the hit (:mod:`minicache.hit.path`, with the
+checks of :mod:`minicache.hit.verify`), the miss (:mod:`minicache.miss.path`) and the build
+(:mod:`minicache.build.builder`); answers are checked and written by :mod:`minicache.answers`,
+exports read by :mod:`minicache.portability`. Generated code only ever runs in the sandbox's worker
+processes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from minicache import portability
 from minicache.answers import (
@@ -30,6 +31,7 @@ from minicache.build.admission import Admission, observed_route, request_cost
 from minicache.build.builder import Builder
 from minicache.build.queue import BuildQueue
 from minicache.config.engine import EngineConfig
+from minicache.counters import count_failed, count_served, tenant_stats
 from minicache.errors import ExtractionError, HitRefused, InvalidRequest, ProgramError, SolveError
 from minicache.events import EventLog
 from minicache.hit.extraction import Extractor
@@ -41,8 +43,7 @@ from minicache.models.compute import CPU_LOCK, mark_background_thread, thread_wa
 from minicache.request import shared_prefix, validate_request
 from minicache.route.router import Embedder, LazyMiniLM, Router, route_embedder
 from minicache.sandbox import SandboxPool
-from minicache.stepcache import StepCache, StepOutcome
-from minicache.stepcache import parse as parse_step_task
+from minicache.stepcache import StepCache, step_request_of
 from minicache.store import Store, new_id, open_store
 
 # What ``from minicache.engine import ...`` has always offered; each now lives with its stage.
@@ -58,15 +59,6 @@ __all__ = [
     "MAX_DECIMALS",
     "shared_prefix",
 ]
-
-_ROUTE_COUNTERS = {
-    "hit": "hits",
-    "miss": "misses",
-    "fallback": "fallbacks",
-    "step-reuse": "step_reuse",
-    "step-patch": "step_patch",
-    "step-skip": "step_skip",
-}
 
 
 class MiniCache:
@@ -180,24 +172,16 @@ class MiniCache:
             max_question_chars=self.config.max_question_chars,
             max_context_chars=self.config.max_context_chars,
         )
-        step_request = None
-        if mode == "step" or (mode == "auto" and context is None):
-            step_request = parse_step_task(question)
-            if step_request is None and mode == "step":
-                raise InvalidRequest(
-                    "mode=step needs a request StepCache can verify: 'solve <one linear equation>' "
-                    "or a JSON object with typed required keys "
-                    '("key" (string|number|integer|boolean))'
-                )
+        step_request = step_request_of(question, context, mode)
         try:
             if step_request is not None:
-                result = self._solve_steps(
+                result = self.steps.solve(
                     question,
-                    step_request,
                     tenant,
-                    no_store=no_store,
+                    record=not no_store,
                     reuse=not (no_cache or force_refresh),
-                )
+                    request=step_request,
+                ).to_result()
             else:
                 result = self._serve(
                     question,
@@ -210,22 +194,14 @@ class MiniCache:
                 )
         except BaseException:
             if not no_store:
-                self.store.bump(tenant, "requests")
-                self.store.bump(tenant, "errors")
+                count_failed(self.store, tenant)
             raise
         finally:
             self.router.forget_pending(tenant, question)
         if not no_store:
-            # Counted together at the end, so that requests == the routes' counters + errors.
-            self.store.bump(tenant, "requests")
-            self.store.bump(tenant, _ROUTE_COUNTERS[result.route])
-            if result.tokens["target"]:
-                self.store.bump(tenant, "target_tokens", result.tokens["target"])
-            if result.route in (
-                "hit",
-                "miss",
-                "fallback",
-            ):  # its cost without any build it triggered
+            count_served(self.store, tenant, result)
+            if result.route in (Route.HIT, Route.MISS, Route.FALLBACK):
+                # its cost without any build it triggered
                 self.admission.observe_request(
                     tenant,
                     result.group,
@@ -265,17 +241,15 @@ class MiniCache:
                     )
                     result.similarity = decision.similarity
                     return result
-                except (
-                    HitRefused
-                ) as exc:  # the hit could not be shown right: not the entry's failure
+                except HitRefused as exc:
+                    # the hit could not be shown right: not the entry's failure
                     refused, fallback_reason = exc, f"HitRefused: {exc}"
                     if not no_store:
                         self.store.bump(tenant, "hit_refusals")
                 except (ExtractionError, ProgramError) as exc:
                     fallback_reason = f"{type(exc).__name__}: {exc}"
-                    if (
-                        not no_store and getattr(exc, "kind", "") != "busy"
-                    ):  # a full pool is not the entry's fault
+                    # a full pool is not the entry's fault
+                    if not no_store and getattr(exc, "kind", "") != "busy":
                         self.hits.count_failure(tenant, entry, question, fallback_reason)
         try:
             result = self.miss.solve(
@@ -296,37 +270,14 @@ class MiniCache:
             self.builds.maybe_build(tenant, decision.group_id)
         result.similarity = decision.similarity
         if fallback_reason:
-            result.route, result.fallback_reason = "fallback", fallback_reason
+            result.route, result.fallback_reason = Route.FALLBACK, fallback_reason
         if refused is not None and entry is not None and not no_store:
-            if (
-                refused.shadow
-            ):  # a demoted entry's would-be hit, checked against this miss answer, is its way back
+            if refused.shadow:
+                # a demoted entry's would-be hit, checked against this miss answer, is its way back
                 self.hits.schedule_audit(tenant, entry, question, context, reference=result.answer)
             else:  # a check this miss answer shows wrong is revised (minicache.hit.refusals)
                 self.hits.schedule_review(tenant, entry, refused, result.answer)
         return result
-
-    def _solve_steps(
-        self, question: str, request: Any, tenant: str, *, no_store: bool, reuse: bool
-    ) -> SolveResult:
-        out: StepOutcome = self.steps.solve(
-            question, tenant, record=not no_store, reuse=reuse, request=request
-        )
-        # StepCache.solve answers step-reuse | step-patch | step-skip ("full" is only check_or_fallback's).
-        return SolveResult(
-            answer=out.answer,
-            route=cast(Route, out.route),
-            group=f"step:{out.task}",
-            timings=dict(out.timings),
-            tokens={"target": out.tokens, "small": 0},
-            fallback_reason=out.reason or None,
-            answer_text=out.output,
-            output=out.output,
-            steps=out.steps,
-            verified=out.verified,
-            solver_fallback=out.solver_fallback,
-            reused_from=out.reused_from,
-        )
 
     async def asolve(self, *args: Any, **kwargs: Any) -> SolveResult:
         """``solve`` off the event loop (models, sandbox and store all block)."""
@@ -350,50 +301,22 @@ class MiniCache:
 
     # -- management ---------------------------------------------------------------------------------
     def stats(self, tenant: str = "default") -> dict[str, Any]:
-        counters = self.store.counters(tenant)
+        """The tenant's counters and entries (:func:`minicache.counters.tenant_stats`), with this
+        process's sandbox figures."""
         entries = self.store.list_entries(tenant)
-        groups = self.store.list_groups(tenant)
-        requests = counters.get("requests", 0)
-        return {
-            "requests": requests,
-            "hits": counters.get("hits", 0),
-            "misses": counters.get("misses", 0),
-            "fallbacks": counters.get("fallbacks", 0),
-            "errors": counters.get("errors", 0),
-            "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
-            "builds_ok": counters.get("builds_ok", 0),
-            "builds_failed": counters.get("builds_failed", 0),
-            # the target's generalizations in builds (admission prices them from these: docs/hits.md, section 5)
-            "generalizations": counters.get("generalizations", 0),
-            "generalizations_ok": counters.get("generalizations_ok", 0),
-            "generalize_s": counters.get("generalize_ms", 0) / 1000,
-            # builds that stopped before the small model's checks, and those checks' record (admission)
-            "builds_declined": counters.get("builds_declined", 0),
-            "model_check_builds": counters.get("model_check_builds", 0),
-            "model_check_s": counters.get("model_check_ms", 0) / 1000,
-            "evictions": counters.get("evictions", 0),
-            "hit_refusals": counters.get("hit_refusals", 0),
-            "audits": counters.get("audits", 0),
-            "audits_disagreed": counters.get("audits_disagreed", 0),
-            "probations": counters.get("probations", 0),
-            "probations_failed": counters.get("probations_failed", 0),
-            "refusals_overturned": counters.get("refusals_overturned", 0),
-            "entries_demoted": sum(
+        stats = tenant_stats(
+            self.store.counters(tenant),
+            entries,
+            self.store.list_groups(tenant),
+            entries_demoted=sum(
                 e.status == "active" and demoted(e, self.config.audit_delta, self.config.audit_z)
                 for e in entries
             ),
-            "step_reuse": counters.get("step_reuse", 0),
-            "step_patch": counters.get("step_patch", 0),
-            "step_skip": counters.get("step_skip", 0),
-            "target_tokens": counters.get("target_tokens", 0),
-            "small_tokens": counters.get("small_tokens", 0),
-            "groups": len(groups),
-            "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),
-            "entries_active": sum(e.status == "active" for e in entries),
-            "entries_total": len(entries),
-            "sandbox": dict(self.sandbox.stats),
-            "background_yields": CPU_LOCK.yields,  # this process's builds and audits stepping aside for requests
-        }
+        )
+        stats["sandbox"] = dict(self.sandbox.stats)
+        # this process's builds and audits stepping aside for requests
+        stats["background_yields"] = CPU_LOCK.yields
+        return stats
 
     def invalidate(
         self, *, group: str | None = None, entry: str | None = None, tenant: str = "default"

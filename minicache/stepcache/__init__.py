@@ -5,6 +5,16 @@ StepCache can verify (``mode="auto"``), or when the caller asks (``mode="step"``
 """
 
 from minicache.config.engine import StepConfig
-from minicache.stepcache.cache import NotAStepTask, StepCache, StepOutcome, parse, task_of
+from minicache.errors import NotAStepTask
+from minicache.stepcache.cache import StepCache, StepOutcome
+from minicache.stepcache.entrance import parse, step_request_of, task_of
 
-__all__ = ["StepCache", "StepConfig", "StepOutcome", "NotAStepTask", "parse", "task_of"]
+__all__ = [
+    "StepCache",
+    "StepConfig",
+    "StepOutcome",
+    "NotAStepTask",
+    "parse",
+    "step_request_of",
+    "task_of",
+]

@@ -30,12 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from minicache.answers import Route, SolveResult
 from minicache.config.engine import StepConfig
 from minicache.errors import BackendError, NotAStepTask, SolveError
 from minicache.models.base import GenerationOptions, Message, ModelBackend
 from minicache.route.router import Embedder, embed_request
 from minicache.stepcache import jsontask, linear
 from minicache.stepcache import steps as stepsmod
+from minicache.stepcache.entrance import parse, task_of
 from minicache.store.base import StepRecord, Store, new_id
 
 MATH_SYSTEM = (
@@ -64,14 +66,22 @@ class StepOutcome:
     tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
-
-def parse(text: str) -> linear.LinearRequest | jsontask.JsonRequest | None:
-    """The task a request is, or None. JSON is checked first: a JSON request may contain an '='."""
-    return jsontask.parse_request(text) or linear.parse_request(text)
-
-
-def task_of(req: Any) -> str:
-    return "json" if isinstance(req, jsontask.JsonRequest) else "linear"
+    def to_result(self) -> SolveResult:
+        """The engine's answer for it: StepCache's routes, its stitched output and steps."""
+        return SolveResult(
+            answer=self.answer,
+            route=Route(self.route),
+            group=f"step:{self.task}",
+            timings=dict(self.timings),
+            tokens={"target": self.tokens, "small": 0},
+            fallback_reason=self.reason or None,
+            answer_text=self.output,
+            output=self.output,
+            steps=self.steps,
+            verified=self.verified,
+            solver_fallback=self.solver_fallback,
+            reused_from=self.reused_from,
+        )
 
 
 class StepCache:
