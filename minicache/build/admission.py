@@ -11,20 +11,20 @@ with every term estimated from the workload as it runs:
   stands in: a hit costs ``hit_prior`` of a miss, a build ``build_prior`` misses. A build's seconds
   are its wall time less the time it waited for the compute lock (``Builder.build``): on a busy
   machine a background build spends most of its wall time waiting for requests, and taken whole
-  (18-122 s on Formula, 2026-12-02) that made every build look dearer than the hits it could bring;
+  (18-122 s on Formula) that made every build look dearer than the hits it could bring;
 * a hit attempt can fall back to a miss (the entry refused or failed). Its expected cost is
   ``(1 - p) x hit + p x fallback``, with the fallback rate ``p`` smoothed towards ``fallback_prior``
   by ``prior_attempts`` pseudo-attempts. Why not one EWMA over hits and fallbacks: with five samples,
   the two fallbacks that came first made hits look 60 times as dear as they were (6.0 s against
-  0.1 s on Formula, 2026-12-02) and no group was built after the warm-up;
+  0.1 s on Formula) and no group was built after the warm-up;
 * P(build succeeds) is (builds ok + 1) / (builds + 2) over this process's builds, for a group none
   of whose builds has failed. A group whose builds failed k times is its own evidence: its P is
   the posterior mean of a Beta prior with the process's rate as its mean and ``group_prior_weight``
   pseudo-builds, after k failures, ``w x p / (w + k)`` (halved by one failure at w = 1). Why: a
-  retry differs from its failed build by one new example, and in no committed run whose store is
-  kept (Formula v3-v12, SVAMP, TAT-QA v2-v4, WebShop, no-repetition) did a group whose build had
-  failed later get an entry, and priced like a new group's, retries of its three big groups were
-  5 of tatqa-v4's 8 failed builds;
+  retry differs from its failed build by one new example, and in no run whose store is kept
+  (Formula, SVAMP, TAT-QA, WebShop, no-repetition) did a group whose build had failed later get
+  an entry, and priced like a new group's, retries of its three big groups were 5 of a TAT-QA
+  run's 8 failed builds;
 * E[future arrivals | seen n] is a rate times a horizon. The rate comes from the tenant's groups
   that reached n arrivals: their arrivals after the n-th, over the requests the tenant sent since
   each of them reached n (its exposure), blended with ``prior_weight`` pseudo-groups that got n more
@@ -42,11 +42,12 @@ a 4-12 s miss), is priced on its own, by the same rule, when the group's own pro
 
 with P = (made + 1) / (asked + 2) and the cost the mean of its measured seconds, both over the
 tenant's record in the store (the counters ``generalizations``, ``generalizations_ok``,
-``generalize_ms``: shared by replicas, kept across restarts), and ``generalize_prior`` misses until
-one is measured. Why apart from the build's P(ok): the lifted steps are cheap and often succeed,
-the target's attempt is dear and made no entry in any committed run whose store is kept (Formula
-v3-v11, SVAMP, TAT-QA, WebShop, no-repetition; docs/hits.md, section 5); priced together, each
-retry asked the target again (tatqa-v2: 115 s, tatqa-v3: 93.4 s, each the worst block of its run).
+``generalize_ms`` of :mod:`minicache.build.step_costs`: shared by replicas, kept across
+restarts), and ``generalize_prior`` misses until one is measured. Why apart from the build's
+P(ok): the lifted steps are cheap and often succeed, the target's attempt is dear and made no
+entry in any run whose store is kept (Formula, SVAMP, TAT-QA, WebShop, no-repetition;
+docs/hits.md, section 5); priced together, each retry asked the target again (115 s and 93.4 s on
+TAT-QA, each the worst block of its run).
 
 **The small model's checks**, a build's other dear step (its reading of each held example that no
 alignment reads: 1-8 s of compute a build), are priced the same way, just before a build would first
@@ -58,9 +59,9 @@ with the cost the mean of the tenant's measured builds that asked it (store coun
 ``model_check_builds``, ``model_check_ms``), ``model_check_prior`` misses until one is measured.
 A build declined there records no failure (the group waits, as after an early build that found
 nothing). Why: once a build's checks that cannot pass ask no model (:mod:`minicache.build.reach`), most
-failed builds cost 0.03 s and the build cost admission learns fell with them, so in svamp-v8
-(2026-12-05) 46 builds ran where svamp-v7 ran 3, and the 9 that reached the model cost 0.9-2.3 s
-each, with requests waiting for them; the 4 entries served no hit.
+failed builds cost 0.03 s and the build cost admission learns fell with them, so on SVAMP 46
+builds ran where 3 had, and the 9 that reached the model cost 0.9-2.3 s each, with requests
+waiting for them; the 4 entries served no hit.
 
 A group with a single arrival is never built, whatever the estimate. For the first
 ``warmup_requests`` requests of a process the estimates are not trusted yet and every group seen
@@ -78,14 +79,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from minicache.build.step_costs import GENERALIZE_COUNTERS, MODEL_CHECK_COUNTERS
 from minicache.config.engine import AdmissionConfig
-from minicache.store.base import Store
 
-# A tenant's record of target generalizations, as store counters: asked, made an entry, milliseconds.
-GENERALIZE_COUNTERS = ("generalizations", "generalizations_ok", "generalize_ms")
 TARGET_NOT_ADMITTED = "not asked: a generalization is not expected to pay"
-# A tenant's record of builds whose validation asked the small model: such builds, their milliseconds of it.
-MODEL_CHECK_COUNTERS = ("model_check_builds", "model_check_ms")
 MODEL_CHECKS_NOT_ADMITTED = "not validated: the small model's checks are not expected to pay"
 
 
@@ -102,7 +99,7 @@ def observed_route(route: str | None, fallback_reason: str | None) -> str | None
     """The route admission learns a request's cost under. A probation refusal (hit.py) is a miss by
     policy, paid once per entry as part of what a build costs, not a hit attempt that failed:
     counted among hit attempts, the first entries' probations made hits look as dear as misses,
-    and no later build was admitted (found on Formula, 2026-12-02: 5 builds, then none)."""
+    and no later build was admitted (on Formula: 5 builds, then none)."""
     if route == "fallback" and (fallback_reason or "").startswith(PROBATION_REFUSAL):
         return "miss"
     return route
@@ -384,20 +381,3 @@ class Admission:
         if not self.trusted():
             return True, terms
         return terms["gain_s"] > 0, terms
-
-
-# -- the tenant's records of a build's dear steps (store counters) ----------------------------
-
-
-def record_generalization(store: Store, tenant: str, seconds: float, ok: bool) -> None:
-    """Add one target generalization to the tenant's record (:data:`GENERALIZE_COUNTERS`)."""
-    store.bump(tenant, "generalizations")
-    store.bump(tenant, "generalize_ms", max(0, round(seconds * 1000)))
-    if ok:
-        store.bump(tenant, "generalizations_ok")
-
-
-def record_model_checks(store: Store, tenant: str, seconds: float) -> None:
-    """Add one build's small-model checks to the tenant's record (:data:`MODEL_CHECK_COUNTERS`)."""
-    store.bump(tenant, "model_check_builds")
-    store.bump(tenant, "model_check_ms", max(0, round(seconds * 1000)))

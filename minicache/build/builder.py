@@ -20,11 +20,12 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from minicache.answers import check_answer
-from minicache.build.admission import Admission, record_generalization, record_model_checks
+from minicache.build.admission import Admission
 from minicache.build.candidates import Candidate, own_candidates
 from minicache.build.failures import record_build_failure, validation_set
 from minicache.build.generalize import generalize
 from minicache.build.reach import unreachable
+from minicache.build.step_costs import record_generalization, record_model_checks
 from minicache.build.validation import (
     NO_SHARED_COMPUTATION,
     NOT_YET,

@@ -7,10 +7,10 @@ to the parameters reproduces the example's answer. When none does, the model cal
 fail the check, and a build need not pay for it: :func:`unreachable` runs the program on every
 assignment in one sandbox job and says so.
 
-Why: a failed build spends its time in those calls. svamp-v7's three failed builds (1.5-3.7 s each)
-and tatqa-v8's thirteen (2.8-8.3 s) each ended on a held example that the small model read and the
-candidate then answered wrong; in svamp-v7 the first such check asked a program that subtracts two
-numbers for an answer that no two of the request's numbers give by subtraction.
+Why: a failed build spends its time in those calls. Failed SVAMP builds (1.5-3.7 s each) and
+TAT-QA builds (2.8-8.3 s) each ended on a held example that the small model read and the candidate
+then answered wrong; on SVAMP the first such check asked a program that subtracts two numbers
+for an answer that no two of the request's numbers give by subtraction.
 
 The check answers only "certainly not" or "don't know": it is skipped (None) where it could be
 wrong or dear - a string parameter, no numbers written, more than :data:`MAX_ASSIGNMENTS`
