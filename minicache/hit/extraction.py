@@ -20,7 +20,8 @@ import re
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 from minicache.errors import BackendError, ExtractionError  # ExtractionError re-exported
 from minicache.hit.rules import apply_rule
@@ -48,9 +49,18 @@ def check_grounded(template: list[Variable], values: dict[str, Any], text: str) 
                 )
 
 
-# How a hit's values were found; the last three use the model ("second-choice": a second choice with
-# one value the hit checks refuted taken out, minicache.hit.verify.HitVerifier).
-Method = Literal["rule", "align", "choice", "free", "second-choice"]
+class Method(StrEnum):
+    """How a hit's values were found: the first two without the small model, the rest with it.
+
+    The value is what answers and events record (``SolveResult.extraction``); a StrEnum, so it
+    compares equal to, and serializes as, that string."""
+
+    RULE = "rule"  # the entry's learned rules (minicache.hit.rules)
+    ALIGN = "align"  # alignment with a validated example (minicache.hit.align)
+    CHOICE = "choice"  # the model chose among the numbers the request writes
+    FREE = "free"  # the model wrote the values (none are written as numbers)
+    # A second choice with the one value the hit checks refuted taken out (HitVerifier._second_choice)
+    SECOND_CHOICE = "second-choice"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,7 +217,7 @@ class Extractor:
         )
         return Extraction(
             checked,
-            "choice" if candidates else "free",
+            Method.CHOICE if candidates else Method.FREE,
             time.perf_counter() - began,
             out.prompt_tokens + out.completion_tokens,
             detail,
@@ -219,7 +229,7 @@ class Extractor:
         values = self.by_rules(entry, text)
         if values is not None:
             return Extraction(
-                check_types(entry.template, values), "rule", time.perf_counter() - began
+                check_types(entry.template, values), Method.RULE, time.perf_counter() - began
             )
-        mode = entry.validation.get("extraction", "choice")
-        return self.by_model(entry.template, text, choice=(mode == "choice"))
+        mode = entry.validation.get("extraction", Method.CHOICE)
+        return self.by_model(entry.template, text, choice=(mode == Method.CHOICE))

@@ -54,8 +54,8 @@ __all__ = [
 ]
 
 # Extraction methods where the small model chose the values, and those where it did not.
-MODEL_PATHS = ("choice", "free", "second-choice")
-ZERO_MODEL_PATHS = ("rule", "align")
+MODEL_PATHS = (Method.CHOICE, Method.FREE, Method.SECOND_CHOICE)
+ZERO_MODEL_PATHS = (Method.RULE, Method.ALIGN)
 # Checks whose refusal names one variable's value as wrong: the model may choose again without it.
 REFUTING = ("range", "unit", "unwritten", "duplicate")
 
@@ -126,9 +126,9 @@ class HitVerifier:
                 readings={"rule": dict(by_rules), "align": dict(aligned.values)},
             )
         zero_model_values: tuple[Method, dict[str, Any]] | None = (
-            ("rule", by_rules)
+            (Method.RULE, by_rules)
             if by_rules is not None
-            else ("align", aligned.values)
+            else (Method.ALIGN, aligned.values)
             if aligned is not None
             else None
         )
@@ -160,21 +160,21 @@ class HitVerifier:
         began: float,
     ) -> Extraction:
         """The small model's choice, corroborated (and chosen again or re-asked where configured)."""
-        mode = entry.validation.get("extraction", "choice")
+        mode = entry.validation.get("extraction", Method.CHOICE)
         pinned = (
             self.pinned(entry, text, partial)
-            if mode == "choice" and self.config.pin_readings
+            if mode == Method.CHOICE and self.config.pin_readings
             else {}
         )
         extraction = self.extractor.by_model(
-            entry.template, text, choice=(mode == "choice"), fixed=pinned
+            entry.template, text, choice=(mode == Method.CHOICE), fixed=pinned
         )
         if pinned:
             extraction.detail["pinned"] = sorted(pinned)
         try:
             self._corroborated(entry, extraction, text, partial)
         except HitRefused as refused:
-            if mode != "choice" or not self.config.second_choice:
+            if mode != Method.CHOICE or not self.config.second_choice:
                 raise
             extraction = self._second_choice(entry, extraction, text, partial, refused, pinned)
             extraction.seconds = time.perf_counter() - began
@@ -182,7 +182,7 @@ class HitVerifier:
             # A model that fills variables by their order in the prompt, not by meaning, changes its
             # answer when the order changes. Costs a second call: off unless asked for.
             again = self.extractor.by_model(
-                entry.template[::-1], text, choice=(mode == "choice"), fixed=pinned
+                entry.template[::-1], text, choice=(mode == Method.CHOICE), fixed=pinned
             )
             differ = [k for k, v in extraction.variables.items() if again.variables.get(k) != v]
             if differ:
@@ -254,7 +254,7 @@ class HitVerifier:
             self._corroborated(entry, again, text, partial)
         except ExtractionError:  # HitRefused included
             raise refused from None
-        again.method = "second-choice"
+        again.method = Method.SECOND_CHOICE
         again.small_tokens += first.small_tokens
         again.detail["first_choice"] = {"refused": refused.check, "variable": name, "value": value}
         return again
