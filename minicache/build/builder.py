@@ -32,6 +32,7 @@ from minicache.build.validation import (
     UNBACKED_NOT_TRIED,
     UNREACHABLE,
     Attempt,
+    AttemptSource,
     Check,
     NotYet,
     Validation,
@@ -162,7 +163,7 @@ class Builder:
         if no_majority:  # the group's own programs contradict each other: nothing to cache yet
             attempts.append(
                 {
-                    "source": "agreement",
+                    "source": AttemptSource.AGREEMENT,
                     "ok": False,
                     "error": "no program has a majority of the examples",
                 }
@@ -178,31 +179,40 @@ class Builder:
                 return NOT_YET
             elif own_tried and not shared:
                 attempts.append(
-                    {"source": "target-build", "ok": False, "error": NO_SHARED_COMPUTATION}
+                    {
+                        "source": AttemptSource.TARGET_BUILD,
+                        "ok": False,
+                        "error": NO_SHARED_COMPUTATION,
+                    }
                 )
                 break
-            elif sum(a["source"] == "target-build" for a in attempts) < self.config.build_retries:
+            elif (
+                sum(a["source"] == AttemptSource.TARGET_BUILD for a in attempts)
+                < self.config.build_retries
+            ):
                 if ask_model() is not None:  # its program would need the small model's checks
                     return self._declined(tenant, model_s)
                 declined = self._target_declined(tenant, group_id, len(examples))
                 if declined is not None:
-                    attempts.append({"source": "target-build", "ok": False, "error": declined})
+                    attempts.append(
+                        {"source": AttemptSource.TARGET_BUILD, "ok": False, "error": declined}
+                    )
                     break
                 asked = compute_clock()  # its compute, as a build's: wall time less lock waits
                 try:
                     source, used = generalize(self.target, held, feedback)
                 except BackendError as exc:
-                    attempts.append({"source": "target-build", "error": str(exc)})
+                    attempts.append({"source": AttemptSource.TARGET_BUILD, "error": str(exc)})
                     record_generalization(self.store, tenant, compute_clock() - asked, False)
                     break
                 self.store.bump(tenant, "target_tokens", used)
                 cand = Candidate(
-                    "target-build", source, held[0]
+                    AttemptSource.TARGET_BUILD, source, held[0]
                 )  # its defaults: the first example's values
             else:
                 break
             # An own program no other example's program agreed with must pass every held example.
-            backed = cand.kind == "target-build" or cand.backed
+            backed = cand.kind == AttemptSource.TARGET_BUILD or cand.backed
             record = self.validate(
                 cand.source,
                 held,
@@ -227,7 +237,7 @@ class Builder:
                 if candidates:
                     continue
                 return self._declined(tenant, model_s)
-            if cand.kind != "target-build":
+            if cand.kind != AttemptSource.TARGET_BUILD:
                 own_tried = True
                 shared = shared or any(
                     c.match and c.example != cand.origin.id for c in record.checks
@@ -255,7 +265,7 @@ class Builder:
                     "agreements": cand.score,
                 }
             )
-            if cand.kind == "target-build":
+            if cand.kind == AttemptSource.TARGET_BUILD:
                 record_generalization(self.store, tenant, compute_clock() - asked, record.ok)
             if record.ok:
                 self._spent_on_model(tenant, model_s)
@@ -289,7 +299,7 @@ class Builder:
             record_build_failure(
                 self.store,
                 group,
-                [dict(a) for a in attempts],
+                attempts,
                 [c.as_dict() for c in failed_checks],
                 feedback,
                 self.config.admission,

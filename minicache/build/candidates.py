@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from minicache.answers import check_answer
+from minicache.build.validation import AttemptSource
 from minicache.errors import ProgramError, ProgramShapeError
 from minicache.hit.tables import align_table, learn_table_exemplar
 from minicache.programs.lifting import lift
@@ -21,21 +22,18 @@ from minicache.request import request_text, strip_prefix
 from minicache.sandbox import SandboxPool, parse_source
 from minicache.store import Example
 
-Source = Literal["lifted", "miss-program", "target-build"]
-
 
 @dataclass
 class Candidate:
     """A program a build may turn into an entry, and where its defaults (one request's values) came from."""
 
-    kind: Source  # "lifted" (a plain miss program, lifted) | "miss-program" (already parameterized) | "target-build"
+    kind: AttemptSource  # where its program came from: an own miss program, or the target
     source: str
     origin: Example
     score: int = 0  # model-free agreements minus disagreements with the group's other examples
     checked: int = 0  # examples (its own included) whose own program could be compared with it
-    agreed: list[tuple[str, dict[str, Any]]] = field(
-        default_factory=list
-    )  # (request text, values) that agreed
+    # (request text, values) that agreed
+    agreed: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     @property
     def backed(self) -> bool:
@@ -47,7 +45,7 @@ def without_defaults(source: str) -> str:
     """``source`` without comments and with ``solve``'s defaults blanked. Candidates that differ only
     there compute the same on every example compared (each gets a value for every parameter), so a
     build runs one of them per example, not each of them: with each example's lifted program its own
-    candidate, comparing all of them made a build quadratic in sandbox runs (tests/test_server_load.py)."""
+    candidate, comparing all of them made a build quadratic in sandbox runs (tests/server/test_server_load.py)."""
     tree = parse_source(source)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "solve":
@@ -76,20 +74,20 @@ def own_candidates(
     texts = {ex.id: strip_prefix(request_text(ex.question, ex.context), prefix) for ex in examples}
     found: list[Candidate] = []
     # Each example's own values, lifted once here: lifting per (candidate, example) pair made a
-    # build quadratic in lifts, and queued builds of busy groups took minutes (tests/test_server_load.py).
+    # build quadratic in lifts, and queued builds of busy groups took minutes (tests/server/test_server_load.py).
     inputs: dict[str, dict[str, Any]] = {}
     shapes: set[str] = set()
     for ex in reversed(examples):
-        kind: Source
+        kind: AttemptSource
         try:
             inputs[ex.id] = parse_signature(ex.program).defaults
-            kind, source = "miss-program", ex.program
+            kind, source = AttemptSource.MISS_PROGRAM, ex.program
         except ProgramShapeError:
             lifted = lift(ex.program, texts[ex.id])
             inputs[ex.id] = lifted.defaults if lifted else {}
             if lifted is None:
                 continue
-            kind, source = "lifted", lifted.program
+            kind, source = AttemptSource.LIFTED, lifted.program
         shape = without_defaults(source)
         if shape not in shapes:  # one candidate per function: the newest example's defaults
             shapes.add(shape)
@@ -134,8 +132,8 @@ def _table_values(exemplar: dict[str, Any] | None, text: str) -> dict[str, Any] 
     """Another example's values for a candidate whose own example's values are cells of its table
     (minicache.hit.tables), read from that example's table the same way, or None. Why: lifted programs
     over tables name their parameters after their rows (``deferred_revenue_2019``,
-    ``net_sales_2019``), so two examples of one computation never share parameter names, and no
-    TAT-QA candidate was backed by another example (tatqa-v2 to v6). Only table exemplars: the cue
+    ``net_sales_2019``), so two examples of one computation never share parameter names, and
+    without this no TAT-QA candidate was backed by another example. Only table exemplars: the cue
     words of an ordinary exemplar are learned from one example and read other requests' numbers
     less surely, and what backs a candidate decides how much of its validation may fail."""
     if exemplar is None:

@@ -6,12 +6,12 @@ replica's next attempt sees it: the failing examples and requests join the valid
 target's generalization starts from the recorded feedback, and a retry waits for a new example.
 A request an entry failed on must pass, but it vetoes one build only (``vetoed``): its answer is
 one miss-path sample, as often wrong as pot is (on Formula's Net Present Value pot is right on
-about a third), so the entry whose would-be hit disagreed with it may be the right side. In
-formula-v18 one such request, answered wrong by the miss path, failed each of the group's six
-builds and made it uncacheable; a failing held example had to pass every later build in the same way, and the group's
-wrong miss answers made every candidate fail. After its one veto the request stays in the
-validation set as an ordinary held example, and the rebuilt entry is checked by probation and
-audits like any other.
+about a third), so the entry whose would-be hit disagreed with it may be the right side. When
+such a request had to pass every build, one answered wrong by the miss path failed each of its
+group's six builds and made it uncacheable; a failing held example had to pass every later build
+in the same way, and the group's wrong miss answers made every candidate fail. After its one
+veto the request stays in the validation set as an ordinary held example, and the rebuilt entry
+is checked by probation and audits like any other.
 From the second failure on, the group also backs off in time, doubling each failure (``backoff_s``
 x 2^(k-2) after the k-th, at most ``backoff_max_s``), instead of a fixed hour after a fixed number
 of failures. Whether a failed group is worth building again is admission's
@@ -21,11 +21,48 @@ of failures. Whether a failed group is worth building again is admission's
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict
 
+from minicache.build.validation import Attempt, AttemptSource, CheckRecord
 from minicache.config.engine import AdmissionConfig
 from minicache.hit.failures import MAX_RECORDED
 from minicache.store.base import Example, Group, Store
+
+
+class RecordedCheck(TypedDict):
+    """A failed check as the group's failure keeps it: what the next build's feedback is made of."""
+
+    example: str
+    expected: Any
+    got: Any
+    variables: dict[str, Any] | None
+    error: str | None
+
+
+class RecordedAttempt(TypedDict):
+    """An attempt as the group's failure keeps it (``ok`` None: it raised before it was validated)."""
+
+    source: AttemptSource | None
+    ok: bool | None
+    error: str | None
+
+
+def recorded_check(check: CheckRecord) -> RecordedCheck:
+    return {
+        "example": check["example"],
+        "expected": check["expected"],
+        "got": check["got"],
+        "variables": check["variables"],
+        "error": check["error"],
+    }
+
+
+def recorded_attempt(attempt: Attempt) -> RecordedAttempt:
+    return {
+        "source": attempt.get("source"),
+        "ok": attempt.get("ok"),
+        "error": attempt.get("error"),
+    }
 
 
 def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None = None) -> bool:
@@ -42,8 +79,8 @@ def backing_off(group: Group, failure: dict[str, Any] | None, now: float | None 
 def record_build_failure(
     store: Store,
     group: Group,
-    attempts: list[dict[str, Any]],
-    checks: list[dict[str, Any]],
+    attempts: list[Attempt],
+    checks: list[CheckRecord],
     feedback: str | None,
     config: AdmissionConfig,
     max_build_failures: int,
@@ -63,11 +100,9 @@ def record_build_failure(
     if group.build_failures >= max_build_failures:
         group.status = "uncacheable"
     store.update_group(group)
-    failed = [c for c in checks if not c.get("match")]
+    failed = [c for c in checks if not c["match"]]
     examples = list(
-        dict.fromkeys(
-            [c["example"] for c in failed if c.get("example")] + previous.get("examples", [])
-        )
+        dict.fromkeys([c["example"] for c in failed if c["example"]] + previous.get("examples", []))
     )
     failure = {
         "kind": "build",
@@ -79,11 +114,8 @@ def record_build_failure(
         "requests": previous.get("requests", [])[:MAX_RECORDED],
         "hit_errors": previous.get("hit_errors", [])[:MAX_RECORDED],
         "vetoed": sorted(set(previous.get("vetoed", [])) | set(vetoed)),
-        "checks": [
-            {k: c.get(k) for k in ("example", "expected", "got", "variables", "error")}
-            for c in failed[:MAX_RECORDED]
-        ],
-        "attempts": [{k: a.get(k) for k in ("source", "ok", "error")} for a in attempts],
+        "checks": [recorded_check(c) for c in failed[:MAX_RECORDED]],
+        "attempts": [recorded_attempt(a) for a in attempts],
         "feedback": feedback,
     }
     store.set_group_failure(group.tenant, group.id, failure)
