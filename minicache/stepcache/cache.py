@@ -1,6 +1,8 @@
 """StepCache: reuse a cached structured output step by step, verify each step, patch what fails.
 
-Per request (see docs/stepcache.md):
+Per request, one pass (see docs/stepcache.md); :meth:`StepCache.solve` reads as the list below,
+and each kind of task fills in its steps (:mod:`~minicache.stepcache.task_linear`,
+:mod:`~minicache.stepcache.task_json`):
 
 1. **Parse** it as a task StepCache can verify: a linear equation to solve in worked steps, or a
    JSON object with typed required keys. Anything else is not for StepCache.
@@ -23,65 +25,33 @@ Only verified outputs are recorded for later reuse.
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from minicache.answers import Route, SolveResult
+from minicache.answers import Route
 from minicache.config.engine import StepConfig
-from minicache.errors import BackendError, NotAStepTask, SolveError
-from minicache.models.base import GenerationOptions, Message, ModelBackend
+from minicache.errors import NotAStepTask
+from minicache.models.base import ModelBackend
 from minicache.route.router import Embedder, embed_request
-from minicache.stepcache import jsontask, linear
-from minicache.stepcache import steps as stepsmod
-from minicache.stepcache.entrance import parse, task_of
+from minicache.stepcache import jsontask
+from minicache.stepcache.entrance import StepRequest, parse, task_of
+from minicache.stepcache.task import Draft, StepModel, StepOutcome, StepTask
+from minicache.stepcache.task_json import JSON_SYSTEM, JsonTask
+from minicache.stepcache.task_linear import MATH_SYSTEM, LinearTask
 from minicache.store.base import StepRecord, Store, new_id
 
-MATH_SYSTEM = (
-    "You solve linear equations. Write the solution as short numbered steps, one per line, each "
-    "naming the operation and showing the equation it reaches, e.g. 'Step 1: Subtract 5 from both "
-    "sides: 3x = 15'. End with exactly the final line the user asks for, unnumbered, with the value "
-    "as an integer or decimal."
+_NOT_A_STEP_TASK = (
+    "not a request StepCache can verify: it handles 'solve <linear equation>' and "
+    'JSON objects with typed required keys ("key" (string|number|integer|boolean))'
 )
-JSON_SYSTEM = "Reply with only the JSON object asked for, with exactly the required keys and types."
 
 
-@dataclass
-class StepOutcome:
-    """What StepCache did; the engine turns it into a :class:`~minicache.engine.SolveResult`."""
-
-    route: str  # step-reuse | step-patch | step-skip
-    task: str
-    output: str
-    steps: list[str]
-    answer: Any
-    verified: bool
-    reused_from: str | None = None
-    reason: str = ""  # why reuse was skipped, or what was patched
-    patched: int = 0  # steps (JSON: keys) the target regenerated
-    solver_fallback: bool = False
-    tokens: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def to_result(self) -> SolveResult:
-        """The engine's answer for it: StepCache's routes, its stitched output and steps."""
-        return SolveResult(
-            answer=self.answer,
-            route=Route(self.route),
-            group=f"step:{self.task}",
-            timings=dict(self.timings),
-            tokens={"target": self.tokens, "small": 0},
-            fallback_reason=self.reason or None,
-            answer_text=self.output,
-            output=self.output,
-            steps=self.steps,
-            verified=self.verified,
-            solver_fallback=self.solver_fallback,
-            reused_from=self.reused_from,
-        )
+def task_for(request: StepRequest) -> StepTask:
+    """The pass for a parsed request's kind."""
+    if isinstance(request, jsontask.JsonRequest):
+        return JsonTask(request)
+    return LinearTask(request)
 
 
 class StepCache:
@@ -94,6 +64,7 @@ class StepCache:
     ):
         self.target, self.store, self.embedder = target, store, embedder
         self.config = config or StepConfig()
+        self.model = StepModel(target, self.config)
 
     # ------------------------------------------------------------------------------------------
     def solve(
@@ -103,40 +74,39 @@ class StepCache:
         *,
         record: bool = True,
         reuse: bool = True,
-        request: linear.LinearRequest | jsontask.JsonRequest | None = None,
+        request: StepRequest | None = None,
     ) -> StepOutcome:
         """Serve one request; ``reuse=False`` generates in full (still checked, patched and recorded).
         ``request`` is ``parse(question)`` when the caller has already parsed it."""
-        req = request or parse(question)
+        req = request or parse(question)  # 1. parse
         if req is None:
-            raise NotAStepTask(
-                "not a request StepCache can verify: it handles 'solve <linear equation>' and "
-                'JSON objects with typed required keys ("key" (string|number|integer|boolean))'
-            )
-        task = task_of(req)
+            raise NotAStepTask(_NOT_A_STEP_TASK)
+        task = task_for(req)
         timings: dict[str, float] = {}
         t = time.perf_counter()
         vector = embed_request(self.embedder, question)
-        found = self._retrieve(tenant, req, vector) if reuse else "reuse switched off"
+        # 2. retrieve, and 4. reuse: the closest cached output adapted and checked, or why not
+        found = self._retrieve(tenant, task, vector) if reuse else "reuse switched off"
         timings["retrieve_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        if isinstance(
-            found, str
-        ):  # skip reuse: decided from the cache alone, before any model call
-            outcome = self._generate(req, found)
+        if isinstance(found, str):  # 3. skip reuse: decided from the cache alone
+            route, draft = Route.STEP_SKIP, task.generate(self.model, found)
         else:
-            outcome = self._reuse(req, found)
-        timings["generate_s" if outcome.route == "step-skip" else "adapt_s"] = (
-            time.perf_counter() - t
-        )
+            route, draft = (Route.STEP_PATCH if found.failing else Route.STEP_REUSE), found
+        if draft.failing:  # 5. patch what fails, and fall back when that is not enough
+            draft = task.patch(draft, self.model)
+        if draft.failing:
+            draft = task.fall_back(draft, self.model)
+        outcome = task.outcome(draft, route)
+        timings["generate_s" if route == Route.STEP_SKIP else "adapt_s"] = time.perf_counter() - t
         outcome.timings.update(timings)
-        if record and outcome.verified and outcome.route != "step-reuse":
+        if record and outcome.verified and outcome.route != Route.STEP_REUSE:
             self.store.add_step_record(
                 StepRecord(
                     id=new_id("step"),
                     tenant=tenant,
-                    task=task,
-                    frame=req.frame,
+                    task=task.kind,
+                    frame=task.frame,
                     request=question,
                     steps=outcome.steps,
                     embedding=vector,
@@ -144,14 +114,14 @@ class StepCache:
             )
         return outcome
 
-    def _retrieve(self, tenant: str, req: Any, vector: np.ndarray) -> Adapted | str:
+    def _retrieve(self, tenant: str, task: StepTask, vector: np.ndarray) -> Draft | str:
         """The cached request adapted to this one, or why reuse is skipped.
 
         Among close cached requests with this request's frame, up to ``candidates`` (closest output
         schema first, then closest wording) are adapted without a model, and the one whose adapted
         output fails the fewest checks wins: the first that needs no patch ends the search."""
         records, embeddings = [], []
-        for r in self.store.step_records(tenant, task_of(req)):
+        for r in self.store.step_records(tenant, task.kind):
             if r.embedding is not None and len(r.embedding) == len(vector):
                 records.append(r)
                 embeddings.append(r.embedding)
@@ -163,34 +133,20 @@ class StepCache:
         ]
         if not close:
             return f"no cached request is similar enough (best cosine {float(sims.max()):.2f})"
-        same = [(s, r, parse(r.request)) for s, r in close if r.frame == req.frame]
+        same = [(s, r, parse(r.request)) for s, r in close if r.frame == task.frame]
         if not same:
             best = max(close, key=lambda x: x[0])[1]
-            return "semantic change: " + _difference(parse(best.request), req)
-        same.sort(key=lambda x: (_schema_score(x[2], req), x[0]), reverse=True)
-        best_adapted: Adapted | None = None
+            return "semantic change: " + task.difference(parse(best.request))
+        same.sort(key=lambda x: (task.schema_score(x[2]), x[0]), reverse=True)
+        best_adapted: Draft | None = None
         for _, record, old in same[: max(1, self.config.candidates)]:
-            adapted = _adapt(req, record, old)
+            adapted = task.adapt(record, old)
             if best_adapted is None or adapted.failing < best_adapted.failing:
                 best_adapted = adapted
             if not adapted.failing:
                 break
         assert best_adapted is not None
         return best_adapted
-
-    def _reuse(self, req: Any, adapted: Adapted) -> StepOutcome:
-        if not adapted.failing:
-            outcome = (
-                self._linear_outcome(req, adapted.steps, "step-reuse")
-                if adapted.obj is None
-                else self._json_outcome(req, adapted.obj, "step-reuse")
-            )
-        elif adapted.obj is None:
-            outcome = self._fix_linear(req, adapted.steps, adapted.verdicts, route="step-patch")
-        else:
-            outcome = self._fix_json(req, adapted.obj, adapted.verdicts, route="step-patch")
-        outcome.reused_from = adapted.record.id
-        return outcome
 
     def check_or_fallback(self, question: str, text: str) -> StepOutcome:
         """A full answer written elsewhere (the no-reuse baseline's), checked like StepCache's own and
@@ -199,314 +155,23 @@ class StepCache:
         req = parse(question)
         if req is None:
             raise NotAStepTask("not a request StepCache can verify")
-        if isinstance(req, jsontask.JsonRequest):
-            obj = jsontask.parse_object(text) or {}
-            return self._fix_json(
-                req, obj, jsontask.check_object(req, obj), route="full", patch=False
-            )
-        steps = stepsmod.segment(text)
-        if steps and not any(linear.check_steps(req, steps)):
-            return self._linear_outcome(req, steps, "full")
-        return self._linear_outcome(
-            req,
-            linear.solver_steps(req),
-            "full",
-            solver=True,
-            reason="the target's steps failed their checks: deterministic solver",
-        )
-
-    # -- linear equations ---------------------------------------------------------------------
-    def _fix_linear(
-        self,
-        req: linear.LinearRequest,
-        steps: list[str],
-        verdicts: list[str | None],
-        *,
-        route: str,
-        tokens: int = 0,
-        reason: str = "",
-    ) -> StepOutcome:
-        """Regenerate each failing step with the check's message, conditioned on the checked steps
-        before it, at most ``1 + repair_rounds`` times; then (or at once, when more than
-        ``max_patched_steps`` steps fail) the deterministic solver writes the solution."""
-        steps, patched, redone = list(steps), 0, set()
-        if not steps:
-            steps, verdicts = [""], ["no steps"]
-        rounds = (
-            1 + self.config.repair_rounds
-            if sum(map(bool, verdicts)) <= self.config.max_patched_steps
-            else 0
-        )
-        for _ in range(rounds):
-            for i, verdict in enumerate(verdicts):
-                if verdict is None:
-                    continue
-                line, used = self._patch_step(req, steps, i, verdict if steps[i] else None)
-                steps[i], tokens, patched = line, tokens + used, patched + 1
-                redone.add(i)
-            verdicts = linear.check_steps(req, steps)
-            # a regenerated step must show the equation it reaches (prose alone checks nothing)
-            verdicts = [
-                v
-                or (
-                    None
-                    if i == len(steps) - 1
-                    or i not in redone
-                    or linear.has_equation(s, req.variable)
-                    else "the step shows no equation"
-                )
-                for i, (v, s) in enumerate(zip(verdicts, steps, strict=True))
-            ]  # one verdict per step
-            if not any(verdicts):
-                return self._linear_outcome(
-                    req, steps, route, tokens=tokens, patched=patched, reason=reason
-                )
-        solved = linear.solver_steps(req)
-        why = (
-            "the target's steps failed their checks after repair"
-            if rounds
-            else "too many steps failed their checks"
-        )
-        return self._linear_outcome(
-            req,
-            solved,
-            route,
-            tokens=tokens,
-            patched=patched,
-            solver=True,
-            reason=(reason + "; " if reason else "") + why + ": deterministic solver",
-        )
-
-    def _patch_step(
-        self, req: linear.LinearRequest, steps: list[str], i: int, error: str | None
-    ) -> tuple[str, int]:
-        last = i == len(steps) - 1
-        verified = "\n".join(f"Step {k + 1}: {s}" for k, s in enumerate(steps[:i]))
-        want = (
-            f"the final line, exactly in the requested format {req.answer_format!r}"
-            if last
-            else f"only Step {i + 1} (the operation and the equation it reaches)"
-        )
-        prompt = req.text + (
-            "\n\nThese steps are already checked:\n" + verified if verified else ""
-        )
-        if error:
-            prompt += f"\n\nA previous attempt at this line was wrong ({error})."
-        prompt += f"\n\nWrite {want}, as a single line, nothing else."
-        out = self._complete(
-            [Message("system", MATH_SYSTEM), Message("user", prompt)],
-            self.config.patch_max_tokens,
-            stop=("\n",),
-        )
-        lines = [ln for ln in stepsmod.segment(out.text) if ln.strip()]
-        return (lines[0] if lines else ""), out.prompt_tokens + out.completion_tokens
-
-    def _linear_outcome(
-        self,
-        req: linear.LinearRequest,
-        steps: list[str],
-        route: str,
-        *,
-        tokens: int = 0,
-        patched: int = 0,
-        solver: bool = False,
-        reused_from: str | None = None,
-        reason: str = "",
-    ) -> StepOutcome:
-        text = stepsmod.render(steps)
-        verified = (
-            not any(linear.check_steps(req, steps)) and stepsmod.integrity(steps, text) is None
-        )
-        answer = linear.read_answer(req, steps[-1]) if steps else None
-        return StepOutcome(
-            route,
-            "linear",
-            text,
-            steps,
-            float(answer) if answer is not None else None,
-            verified,
-            reused_from=reused_from,
-            reason=reason,
-            patched=patched,
-            solver_fallback=solver,
-            tokens=tokens,
-        )
-
-    # -- JSON --------------------------------------------------------------------------------
-    def _fix_json(
-        self,
-        req: jsontask.JsonRequest,
-        obj: dict[str, Any],
-        verdicts: dict[str, str | None],
-        *,
-        route: str,
-        tokens: int = 0,
-        reason: str = "",
-        patch: bool = True,
-    ) -> StepOutcome:
-        """Regenerate only the failing keys, each chosen among the record's values; then, if still
-        failing, one full repair of the same kind with the problems listed."""
-        failing = [k for k in req.keys if verdicts.get(k)]
-        kept = {k: obj[k] for k in req.keys if k in obj and not verdicts.get(k)}
-        patched = 0
-        if failing and patch:
-            prompt = (
-                req.text
-                + "\n\nAlready filled and checked: "
-                + json.dumps(kept, ensure_ascii=False)
-                + f"\nReply with a JSON object with only these keys: {', '.join(failing)}."
-            )
-            out = self._complete(
-                [Message("system", JSON_SYSTEM), Message("user", prompt)],
-                self.config.patch_max_tokens * 2,
-                schema=req.schema(only=failing, from_record=True, choose_strings=False),
-            )
-            tokens += out.prompt_tokens + out.completion_tokens
-            patched = len(failing)
-            kept.update(
-                {k: v for k, v in (jsontask.parse_object(out.text) or {}).items() if k in failing}
-            )
-        verdicts = jsontask.check_object(req, kept)
-        if any(
-            verdicts.values()
-        ):  # one-shot repair: the whole object, with what was wrong, values from the record
-            problems = "; ".join(v for v in verdicts.values() if v)
-            prompt = (
-                req.text
-                + f"\n\nA previous answer was wrong: {problems}. Reply with the corrected JSON object."
-            )
-            out = self._complete(
-                [Message("system", JSON_SYSTEM), Message("user", prompt)],
-                self.config.max_tokens,
-                schema=req.schema(from_record=True),
-            )
-            tokens += out.prompt_tokens + out.completion_tokens
-            patched = len(req.keys)
-            kept = jsontask.parse_object(out.text) or {}
-            reason = (reason + "; " if reason else "") + "one-shot repair"
-        return self._json_outcome(req, kept, route, tokens=tokens, patched=patched, reason=reason)
-
-    def _json_outcome(
-        self,
-        req: jsontask.JsonRequest,
-        obj: dict[str, Any],
-        route: str,
-        *,
-        tokens: int = 0,
-        patched: int = 0,
-        reused_from: str | None = None,
-        reason: str = "",
-    ) -> StepOutcome:
-        text = jsontask.render(req, obj)
-        verified = (
-            not any(jsontask.check_object(req, jsontask.parse_object(text)).values())
-            and stepsmod.integrity([text], text, "json") is None
-        )
-        return StepOutcome(
-            route,
-            "json",
-            text,
-            [text],
-            json.loads(text),
-            verified,
-            reused_from=reused_from,
-            reason=reason,
-            patched=patched,
-            tokens=tokens,
-        )
-
-    # -- full generation (skip reuse) ---------------------------------------------------------
-    def _generate(self, req: Any, reason: str) -> StepOutcome:
-        if isinstance(req, jsontask.JsonRequest):
-            out = self._complete(
-                [Message("system", JSON_SYSTEM), Message("user", req.text)],
-                self.config.max_tokens,
-                schema=req.schema(from_record=True, choose_strings=False),
-            )
-            obj = jsontask.parse_object(out.text) or {}
-            return self._fix_json(
-                req,
-                obj,
-                jsontask.check_object(req, obj),
-                route="step-skip",
-                tokens=out.prompt_tokens + out.completion_tokens,
-                reason=reason,
-            )
-        out = self._complete(
-            [Message("system", MATH_SYSTEM), Message("user", req.text)], self.config.max_tokens
-        )
-        steps = stepsmod.segment(out.text)
-        return self._fix_linear(
-            req,
-            steps,
-            linear.check_steps(req, steps),
-            route="step-skip",
-            tokens=out.prompt_tokens + out.completion_tokens,
-            reason=reason,
-        )
-
-    def _complete(
-        self,
-        messages: list[Message],
-        max_tokens: int,
-        schema: dict[str, Any] | None = None,
-        stop: tuple[str, ...] = (),
-    ):
-        try:
-            return self.target.complete(
-                messages, GenerationOptions(max_tokens=max_tokens, json_schema=schema, stop=stop)
-            )
-        except BackendError as exc:
-            raise SolveError(f"target model failed: {exc}") from exc
+        task = task_for(req)
+        draft = task.read(text)
+        if draft.failing:
+            draft = task.patch(draft, self.model, regenerate=False)
+        if draft.failing:
+            draft = task.fall_back(draft, self.model)
+        return task.outcome(draft, Route.FULL)
 
 
-@dataclass
-class Adapted:
-    """A cached request's output re-instantiated for this request, and what its checks said."""
-
-    record: StepRecord
-    steps: list[str]  # linear: the lifted steps; JSON: unused
-    obj: dict[str, Any] | None  # JSON: the rebound object; None for linear
-    verdicts: Any  # linear: one per step; JSON: one per key
-
-    @property
-    def failing(self) -> int:
-        return sum(
-            1
-            for v in (self.verdicts.values() if isinstance(self.verdicts, dict) else self.verdicts)
-            if v
-        )
-
-
-def _adapt(req: Any, record: StepRecord, old: Any) -> Adapted:
-    """Re-instantiate ``record``'s output for ``req`` and check it (no model involved)."""
-    if isinstance(req, linear.LinearRequest):
-        steps = linear.lift_steps(old, record.steps, req)
-        return Adapted(
-            record, steps, None, linear.check_steps(req, steps) if steps else ["no steps"]
-        )
-    old_obj = jsontask.parse_object(record.steps[0]) if record.steps else None
-    obj = jsontask.rebind(old, old_obj or {}, req)
-    return Adapted(record, [], obj, jsontask.check_object(req, obj))
-
-
-def _schema_score(old: Any, new: Any) -> float:
-    """How much of the output schema two same-frame requests share (1.0 = the same)."""
-    if isinstance(new, linear.LinearRequest):
-        mask = linear._format_mask
-        same_format = mask(old.answer_format, old.variable) == mask(new.answer_format, new.variable)
-        return float(same_format) + 0.5 * float(old.variable == new.variable)
-    a, b = set(old.fields), set(new.fields)
-    return len(a & b) / len(a | b) if a | b else 1.0
-
-
-def _difference(old: Any, new: Any) -> str:
-    """Why two requests of one task are not the same computation (for the skip reason)."""
-    if isinstance(new, linear.LinearRequest) and isinstance(old, linear.LinearRequest):
-        if old.form != new.form:
-            return f"another equation form or operation ({old.form} vs {new.form})"
-        return "the request around the equation differs"
-    return "the request's wording or record layout differs"
-
-
-__all__ = ["StepCache", "StepConfig", "StepOutcome", "NotAStepTask", "parse", "task_of"]
+__all__ = [
+    "JSON_SYSTEM",
+    "MATH_SYSTEM",
+    "NotAStepTask",
+    "StepCache",
+    "StepConfig",
+    "StepOutcome",
+    "parse",
+    "task_for",
+    "task_of",
+]
