@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from minicache.errors import HitRefused
+from minicache.hit.checks import Check
 from minicache.hit.cues import cue_score, number_words, positions, stems
 from minicache.hit.extraction import Extraction
 from minicache.hit.rules import acronym, apply_rule, name_stems
@@ -63,13 +64,13 @@ def corroborate(
         if said is not None and said != values[var.name]:
             read = {k: v for k, v in said_by_rules.items() if v is not None}
             raise HitRefused(
-                "rule",
+                Check.RULE,
                 f"the rule reads {var.name}={said}, the model chose {values[var.name]}",
                 readings={"rule": {**values, **read}, "model": dict(values)},
             )
         if var.name in partial and partial[var.name] != values[var.name]:
             raise HitRefused(
-                "align",
+                Check.ALIGN,
                 f"alignment reads {var.name}={partial[var.name]}, "
                 f"the model chose {values[var.name]}",
             )
@@ -96,7 +97,7 @@ def corroborate(
                     }
                     worse = b.name if fit[a.name] >= fit[b.name] else a.name
                     raise HitRefused(
-                        "duplicate",
+                        Check.DUPLICATE,
                         f"{a.name} and {b.name} both took {v}, written once",
                         variable=worse,
                     )
@@ -125,7 +126,7 @@ def corroborate(
         if other[1] is not None and other[0] > mine:
             around = sorted(set(stems([w for w, _ in words[chosen]]))) if chosen is not None else []
             raise HitRefused(
-                "context",
+                Check.CONTEXT,
                 f"the words around {other[1].readings[0].text.strip()!r} match {var.name} "
                 f"better than those around the chosen {values[var.name]}",
                 readings={"hit": dict(values)},
@@ -138,7 +139,7 @@ def corroborate(
     if low:
         name, margin = min(low.items(), key=lambda t: t[1])
         raise HitRefused(
-            "margin",
+            Check.MARGIN,
             f"the model chose {name} by a log-probability margin of {margin:.2f} "
             f"(at least {min_margin} needed)",
         )
@@ -163,6 +164,6 @@ def _check_swaps(
     if total(best) > mine:
         moved = [n for n, a, b in zip(names, places, best, strict=True) if a != b]
         raise HitRefused(
-            "swap",
+            Check.SWAP,
             f"the words around the chosen numbers fit {', '.join(moved)} better in another order",
         )

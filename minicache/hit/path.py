@@ -23,6 +23,7 @@ from minicache.config.engine import EngineConfig
 from minicache.errors import HitRefused, MiniCacheError
 from minicache.events import EventLog
 from minicache.hit.audits import demoted, on_probation
+from minicache.hit.checks import Check
 from minicache.hit.failures import record_failed_hit
 from minicache.hit.model_record import model_declined
 from minicache.hit.refusals import LEARNABLE, revise
@@ -74,7 +75,7 @@ class HitPath:
         right raises HitRefused. An entry on probation serves none; a demoted one zero-model hits only."""
         if on_probation(entry, self.config.verify, lambda: self.store.counters(tenant)):
             raise HitRefused(
-                "probation",
+                Check.PROBATION,
                 "a new entry's first hit attempts are answered by the miss path and "
                 "compared before it serves",
                 shadow=True,
@@ -134,7 +135,7 @@ class HitPath:
         entry whose model choices have not paid their seconds asks it no more (minicache.hit.model_record)."""
         if demoted(entry, self.config.audit_delta, self.config.audit_z):
             return HitRefused(
-                "audit", "the entry is demoted and only zero-model hits are served", shadow=True
+                Check.AUDIT, "the entry is demoted and only zero-model hits are served", shadow=True
             )
         verify = self.config.verify
         if verify.model_gate:
@@ -142,7 +143,7 @@ class HitPath:
                 entry, self.miss_cost(), verify.model_gate_z, verify.model_gate_min_s
             )
             if why is not None:
-                return HitRefused("model-record", why)
+                return HitRefused(Check.MODEL_RECORD, why)
         return None
 
     def schedule_audit(

@@ -14,6 +14,7 @@ from typing import Any
 
 from minicache.errors import HitRefused
 from minicache.hit.align import align, same_value
+from minicache.hit.checks import Check
 from minicache.hit.cues import positions
 from minicache.hit.exemplars import learn_exemplar
 from minicache.store.base import Variable
@@ -123,21 +124,21 @@ def check_values(
             continue
         why = _outside(v, profile.get("values", {}).get(var.name, []), factor)
         if why:
-            raise HitRefused("range", f"{var.name}: {why}", variable=var.name)
+            raise HitRefused(Check.RANGE, f"{var.name}: {why}", variable=var.name)
         seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
         here = {p.kind for p in pos if v in p.values()}
         if seen_kinds and not here:
             # Only the small model can give a number the request does not write. On WebShop it gave
             # max_price 140 (an entry's default) to requests with no price, twice: both wrong hits.
             raise HitRefused(
-                "unwritten",
+                Check.UNWRITTEN,
                 f"{var.name} was written in the examples' requests; {v} is not written in this one",
                 variable=var.name,
             )
         if seen_kinds and here:
             if seen_kinds == {"pct"} and "pct" not in here:
                 raise HitRefused(
-                    "unit",
+                    Check.UNIT,
                     f"{var.name} was a percentage in every example; {v} is not written as one",
                     variable=var.name,
                 )
@@ -145,14 +146,14 @@ def check_values(
                 # Written plainly ("assets 64,000") it may still be the amount; with a unit it is not.
                 # On WebShop a wrong choice hit gave max_price ($ in every example) the 1 of "1tb".
                 raise HitRefused(
-                    "unit",
+                    Check.UNIT,
                     f"{var.name} was a money amount in every example; {v} is written "
                     f"as {', '.join(sorted(k.split(':', 1)[1] for k in here))}",
                     variable=var.name,
                 )
             if "pct" not in seen_kinds and here == {"pct"}:
                 raise HitRefused(
-                    "unit",
+                    Check.UNIT,
                     f"{var.name} was never a percentage in the examples; {v} is written as one",
                     variable=var.name,
                 )
@@ -178,4 +179,4 @@ def check_answer(profile: dict[str, Any], value: Any, factor: float) -> None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         why = _outside(value, profile.get("answers", []), factor)
         if why:
-            raise HitRefused("answer", why)
+            raise HitRefused(Check.ANSWER, why)

@@ -39,10 +39,11 @@ from typing import Any
 
 from minicache.errors import HitRefused
 from minicache.hit.align import same_value
+from minicache.hit.checks import Check
 from minicache.programs.signature import answers_match
 from minicache.store.base import Entry
 
-LEARNABLE = ("rule", "range", "answer", "context")
+LEARNABLE = (Check.RULE, Check.RANGE, Check.ANSWER, Check.CONTEXT)
 
 
 @dataclass
@@ -65,32 +66,32 @@ def revise(
     readings = refused.readings or {}
     if refused.check not in LEARNABLE or reference is None or not readings:
         return None
-    if refused.check == "rule":
+    if refused.check == Check.RULE:
         return _drop_rules(entry, readings, reference, run)
     values = readings.get("hit")
     if values is None:
         return None
-    answer = refused.answer if refused.check == "answer" else run(values)
+    answer = refused.answer if refused.check == Check.ANSWER else run(values)
     if answer is None or not answers_match(answer, reference):
         return None
     validation = copy.deepcopy(entry.validation)
     profile = validation.setdefault("profile", {})
-    if refused.check == "answer":
+    if refused.check == Check.ANSWER:
         profile.setdefault("answers", []).append(answer)
-        note = {"check": "answer", "answer": answer}
-    elif refused.check == "context":
+        note = {"check": Check.ANSWER, "answer": answer}
+    elif refused.check == Check.CONTEXT:
         known = (profile.get("cues") or {}).get(refused.variable or "", [])
         new = sorted(set(refused.cues or []) - set(known))
         if refused.variable is None or not new:
             return None
         profile.setdefault("cues", {})[refused.variable] = sorted([*known, *new])
-        note = {"check": "context", "variable": refused.variable, "cues": new}
+        note = {"check": Check.CONTEXT, "variable": refused.variable, "cues": new}
     else:
         name = refused.variable
         if name is None or not isinstance(values.get(name), (int, float)):
             return None
         profile.setdefault("values", {}).setdefault(name, []).append(values[name])
-        note = {"check": "range", "variable": name, "value": values[name]}
+        note = {"check": Check.RANGE, "variable": name, "value": values[name]}
     return _with_note(entry.rules, validation, note)
 
 
@@ -112,7 +113,7 @@ def _drop_rules(
     if not wrong:
         return None
     rules = {k: v for k, v in entry.rules.items() if k not in wrong}
-    note = {"check": "rule", "dropped": wrong}
+    note = {"check": Check.RULE, "dropped": wrong}
     return _with_note(rules, copy.deepcopy(entry.validation), note)
 
 

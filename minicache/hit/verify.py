@@ -34,6 +34,7 @@ from minicache.config.engine import VerifyConfig
 from minicache.errors import ExtractionError, HitRefused
 from minicache.hit.align import Alignment, align, same_value, same_values
 from minicache.hit.audits import demoted, needs_probation, probation_reason, wilson_upper
+from minicache.hit.checks import Check
 from minicache.hit.corroboration import corroborate, rule_readings
 from minicache.hit.extraction import Extraction, Extractor, Method, check_types
 from minicache.hit.profile import check_answer, checked_values, learn_profile
@@ -57,7 +58,7 @@ __all__ = [
 MODEL_PATHS = (Method.CHOICE, Method.FREE, Method.SECOND_CHOICE)
 ZERO_MODEL_PATHS = (Method.RULE, Method.ALIGN)
 # Checks whose refusal names one variable's value as wrong: the model may choose again without it.
-REFUTING = ("range", "unit", "unwritten", "duplicate")
+REFUTING = (Check.RANGE, Check.UNIT, Check.UNWRITTEN, Check.DUPLICATE)
 
 
 class HitVerifier:
@@ -84,7 +85,7 @@ class HitVerifier:
             if found.complete:
                 if complete is not None and not same_values(complete.values, found.values):
                     raise HitRefused(
-                        "align", "two validated examples align the request differently"
+                        Check.ALIGN, "two validated examples align the request differently"
                     )
                 complete = complete or found
             eliminated.append(found.by_elimination)
@@ -121,7 +122,7 @@ class HitVerifier:
             and not same_values(by_rules, aligned.values)
         ):
             raise HitRefused(
-                "rule",
+                Check.RULE,
                 f"rules read {by_rules}, alignment reads {aligned.values}",
                 readings={"rule": dict(by_rules), "align": dict(aligned.values)},
             )
@@ -144,7 +145,7 @@ class HitVerifier:
             # The small model read its own example's cells right on 4 of 17 TAT-QA requests
             # (minicache.hit.tables): where the table does not answer, the miss path does.
             why = "; ".join(sorted({align(ex, text).reason for ex in exemplars}))
-            raise HitRefused("align", f"the entry's values are read from the table only: {why}")
+            raise HitRefused(Check.ALIGN, f"the entry's values are read from the table only: {why}")
         try:
             return self._by_model(entry, text, profile, partial, began)
         except HitRefused as refused:
@@ -187,7 +188,7 @@ class HitVerifier:
             differ = [k for k, v in extraction.variables.items() if again.variables.get(k) != v]
             if differ:
                 raise HitRefused(
-                    "reorder",
+                    Check.REORDER,
                     f"with the variables in reverse order the model chose "
                     f"{', '.join(f'{k}={again.variables[k]}' for k in differ)}",
                 )
