@@ -79,9 +79,8 @@ class SolveResult:
 
 _DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)
 _WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4}
-MAX_DECIMALS = (
-    100  # a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
-)
+# a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
+MAX_DECIMALS = 100
 
 
 def requested_decimals(question: str) -> int | None:

@@ -106,9 +106,8 @@ class SandboxError(ProgramError):
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(message)
-        self.kind = (
-            kind  # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable" | "busy"
-        )
+        # "error" | "timeout" | "memory" | "crash" | "result" | "unavailable" | "busy"
+        self.kind = kind
 
 
 class SandboxUnavailable(SandboxError):

@@ -103,17 +103,16 @@ def strip_prefix(text: str, prefix: str) -> str:
     """``text`` without the group's shared ``prefix``, or without the whole words it shares with it.
 
     Runs of whitespace match runs of any length: the prefix is learned from the first examples, and
-    requests of one template differ in spacing. On formula-v9, Return on Assets learned a prefix ending
-    in ``Question:`` and two spaces from its first two examples; 8 of its 10 later requests wrote one
+    requests of one template differ in spacing. On Formula, Return on Assets learned a prefix ending
+    in ``Question:`` and two spaces from its first two examples; most of its later requests wrote one
     space, kept the formula's ``x 100`` in the text extraction read, and were refused because that
     100's words ("Net Income / Total Assets") fit net income better than the chosen number's.
 
     A prefix learned from two examples can run past the boilerplate into words they happened to share:
     on WebShop an entry built early learned ``... Instruction: i `` and every later request that did
-    not begin "i" kept the whole prompt, whose words then became its keywords (2026-12-06, in a run
-    whose files were lost; benchmarks/results/webshop-v7/COMMAND.md has the figures and the run with
-    this fix). A request that leaves the prefix part-way loses the whole words it shares with it,
-    when those are at least ``PREFIX_MIN`` characters; a shorter match leaves the text whole."""
+    not begin "i" kept the whole prompt, whose words then became its keywords. A request that leaves
+    the prefix part-way loses the whole words it shares with it, when those are at least
+    ``PREFIX_MIN`` characters; a shorter match leaves the text whole."""
     if not prefix:
         return text
     if text.startswith(prefix):

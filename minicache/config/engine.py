@@ -28,11 +28,11 @@ class AdmissionConfig:
     # Requests ahead that a build's hits are counted over; None: as many as the tenant has sent.
     # Set it when the traffic is known (e.g. a tenant's daily volume when processes restart daily).
     horizon_requests: int | None = None
-    # A target generalization's cost in misses until the tenant's are measured (measured on the 2-core
-    # VM: 13-15 misses on Formula, 5.6-10 on TAT-QA, 2026-11-29 to 12-04; docs/hits.md, section 5).
+    # A target generalization's cost in misses until the tenant's are measured (on a 2-core machine:
+    # 13-15 misses on Formula, 5.6-10 on TAT-QA; docs/hits.md, section 5).
     generalize_prior: float = 8.0
-    # A build's small-model checks, in misses, until the tenant's are measured (measured on the 2-core
-    # VM: 1.0-2.3 s against a 2.0 s SVAMP miss, 2.8-8.3 s against an 11 s TAT-QA miss, 2026-12-04/05).
+    # A build's small-model checks, in misses, until the tenant's are measured (on a 2-core machine:
+    # 1.0-2.3 s against a 2.0 s SVAMP miss, 2.8-8.3 s against an 11 s TAT-QA miss).
     model_check_prior: float = 0.5
     backoff_s: float = 60.0  # back-off after a group's second failed build; doubles with each after
     backoff_max_s: float = 86_400.0
@@ -47,16 +47,15 @@ class VerifyConfig:
     min_margin: float = 1.0  # the decoder's log-probability gap, chosen vs runner-up (nats)
     exemplars: int = 3  # exemplars kept per entry for alignment
     align: bool = True  # zero-model alignment with exemplars (EngineConfig.use_rules=False switches it off too)
-    reorder_check: bool = (
-        False  # a second model call with the variables in reverse order must agree
-    )
+    # a second model call with the variables in reverse order must agree
+    reorder_check: bool = False
     # A refuted value taken out, the model chooses once more (HitVerifier._second_choice). Off: replayed
-    # on formula-v11's 14 refutations it made no hit (scripts/second_choice_replay.py, docs/hits.md).
+    # on Formula's refutations it made no hit (docs/hits.md).
     second_choice: bool = False
     # The values the entry's learned rules read are given to the small model, which chooses only the
     # rest (HitVerifier.pinned). Off: it chooses every value and a rule it contradicts refuses the hit.
-    # On: replayed on formula-v12, v13, v15 and v16's rule/align refusals and model-chosen hits it made
-    # 6 more hits and no new wrong one (scripts/second_choice_replay.py --pin, docs/hits.md section 2).
+    # On: replayed on Formula's rule/align refusals and model-chosen hits it made more hits and no new
+    # wrong one (docs/hits.md, section 2).
     pin_readings: bool = True
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
     # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly
@@ -78,15 +77,12 @@ class VerifyConfig:
 @dataclass
 class StepConfig:
     threshold: float = 0.80  # cosine between masked requests for a cached request to be considered
-    repair_rounds: int = (
-        0  # linear equations: model repairs per failing step after its patch, before the solver
-    )
-    max_patched_steps: int = (
-        2  # linear equations: more failing steps than this go to the solver unpatched
-    )
-    candidates: int = (
-        4  # same-frame cached requests adapted to find the one needing the fewest patches
-    )
+    # linear equations: model repairs per failing step after its patch, before the solver
+    repair_rounds: int = 0
+    # linear equations: more failing steps than this go to the solver unpatched
+    max_patched_steps: int = 2
+    # same-frame cached requests adapted to find the one needing the fewest patches
+    candidates: int = 4
     max_tokens: int = 200  # a full generation
     patch_max_tokens: int = 64  # one patched step
 
@@ -106,18 +102,16 @@ class EngineConfig:
     max_events: int = 10_000  # build/audit/evict events kept in memory (readers follow a cursor)
     # failed builds before a group is shown as uncacheable (it still backs off, then retries)
     max_build_failures: int = 3
-    build_candidates: int = (
-        2  # the group's own programs (lifted) validated per build, best first ...
-    )
+    # the group's own programs (lifted) validated per build, best first ...
+    build_candidates: int = 2
     build_retries: int = 1  # ... then this many target generalization attempts
     # The newest examples whose programs are lifted and compared with each other in a build: that
     # model-free step runs candidates x examples programs, so a group that kept failing (and kept
     # gathering examples) would otherwise make each build slower, quadratically.
     build_compare: int = 12
     background_builds: bool = True
-    lookup_draft: bool = (
-        False  # draft the miss program from the group's last program (bench-spec decides)
-    )
+    # draft the miss program from the group's last program (bench-spec decides)
+    lookup_draft: bool = False
     # A miss names its group as the target's prefix_key (GenerationOptions): a backend that keeps KV
     # states then prefills only what the request does not share with the group's last miss (on Formula,
     # the formula's statement and explanation: about 1 s of a 4.6 s miss on the 2-core VM).
@@ -129,17 +123,14 @@ class EngineConfig:
     route_embedder: str = "lexical"
     # None: the embedder's own calibrated threshold (lexical 0.82, minilm 0.80; docs/routing.md).
     route_threshold: float | None = None
-    route_refresh_s: float = (
-        1.0  # how often a tenant's routing index reads other replicas' new examples
-    )
+    # how often a tenant's routing index reads other replicas' new examples
+    route_refresh_s: float = 1.0
     route_per_group: int = 32  # embeddings the routing index keeps per group (a representative set)
-    route_exact_rows: int = (
-        20_000  # kept rows up to which routing searches exactly (then coarse buckets)
-    )
+    # kept rows up to which routing searches exactly (then coarse buckets)
+    route_exact_rows: int = 20_000
     frozen: bool = False  # no new builds (existing entries keep serving)
-    build_lease_s: float = (
-        600.0  # how long a build may hold its group's lease before others may take over
-    )
+    # how long a build may hold its group's lease before others may take over
+    build_lease_s: float = 600.0
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000
     miss_max_tokens: int = 640
@@ -148,15 +139,13 @@ class EngineConfig:
     miss_retries: int = 0
     # Hit verification and audits (minicache.hit.verify, docs/hits.md).
     verify: VerifyConfig = field(default_factory=VerifyConfig)
-    audit_rate: float = (
-        0.05  # share of served hits also answered by the miss path, in the background
-    )
+    # share of served hits also answered by the miss path, in the background
+    audit_rate: float = 0.05
     # Seeds the draw of which hits are audited, so a run (and a test counting target calls) audits the
     # same hits each time; None draws from the OS.
     audit_seed: int | None = 0
-    audit_delta: float = (
-        0.01  # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
-    )
+    # an entry caught wrong serves no model-chosen hit while its error bound exceeds this
+    audit_delta: float = 0.01
     audit_z: float = 1.96  # the bound's confidence (Wilson score interval, z=1.96: 95% two-sided)
     step: StepConfig = field(default_factory=StepConfig)  # StepCache (structured outputs)
     # Which groups are built, and the back-off of failing ones (minicache.build.admission, minicache.build.failures).
