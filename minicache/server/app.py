@@ -22,7 +22,7 @@ from minicache import __version__
 from minicache.engine import MiniCache
 from minicache.server import errors
 from minicache.server.config import ServerConfig
-from minicache.server.dashboard import dashboard_router
+from minicache.server.dashboard import Dashboard, dashboard_router
 from minicache.server.middleware import GuardMiddleware
 from minicache.server.openai_format import SafeJSONResponse
 from minicache.server.routers import admin_router, ops_router, v1_router
@@ -74,7 +74,8 @@ def create_app(engine: MiniCache, config: ServerConfig | None = None) -> FastAPI
     app.include_router(admin_router)
     app.include_router(ops_router)
     # Further routers (the dashboard) are included here, after the API's own.
-    app.include_router(dashboard_router(server))
+    app.state.dashboard = Dashboard.create(server)
+    app.include_router(dashboard_router)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
