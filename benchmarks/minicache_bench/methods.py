@@ -289,7 +289,7 @@ def build_method(
         return GenCacheLike(pot, target, sandbox, embedder or shared_embedder())
     if name == "minicache":
         # No audits unless asked for (MINICACHE_AUDIT_RATE): they would add target calls to the stream.
-        # Builds run in the background as in serving, while the stream continues (issue 18).
+        # Builds run in the background as in serving, while the stream continues.
         engine = MiniCache(
             target,
             small,

@@ -480,7 +480,7 @@ def test_gencache_records_a_rejected_build_and_stops_after_its_attempts():
     assert target.build_calls == 2
 
 
-# -- how sure a difference is (minicache/bench/stats.py) ------------------------------------------
+# -- how sure a difference is (minicache_bench/stats.py) ------------------------------------------
 
 
 def paired_rows(correct, latency, ids=None, seed=None):

@@ -73,10 +73,10 @@ def make(tmp_path, sandbox):
         )  # random background audits would change the counts tested here
         engine_config.setdefault(
             "verify", VerifyConfig(probation=0)
-        )  # nor probation (tests/test_probation.py)
+        )  # nor probation (tests/hit/test_probation.py)
         engine_config.setdefault(
             "build_early", 0
-        )  # builds at build_after; early: tests/test_admission.py
+        )  # builds at build_after; early: tests/build/test_admission.py
         target = target or FakeTarget()
         mc = MiniCache(
             target,
@@ -1196,7 +1196,7 @@ def test_serve_builds_the_engine_runs_uvicorn_and_closes_the_engine(make, monkey
     assert closed == [True]
 
 
-# -- hostile clients (issue 15 §3): a clear 4xx or a bounded 503, OpenAI-style, and nothing stored ----
+# -- hostile clients: a clear 4xx or a bounded 503, OpenAI-style, and nothing stored ----
 
 
 def state_of(store: SQLiteStore, tenants=("default", "a", "b", " ", "\x00")) -> dict:

@@ -234,7 +234,7 @@ def render(summary: dict[str, Any]) -> str:
     lines = [
         f"# StepCache micro-benchmark summary (seeds {', '.join(map(str, summary['seeds']))})",
         "",
-        "Correct = the independent checker (`minicache/stepcache/independent_check.py`, no code shared "
+        "Correct = the independent checker (`minicache_bench/stepcache/independent_check.py`, no code shared "
         "with StepCache's verifier); the verifier-based `micro.check_output` is shown for contrast. "
         "Our generator, not the paper's: its perturbation mix is ours. Every method is summarized on the "
         f"requests that every method served ({summary['rows_left_out']} rows of requests not served by all "

@@ -99,7 +99,7 @@ def _balance(run: list[tuple[str, str]]) -> list[tuple[str, str]]:
 class _Unreadable(ValueError):
     """A side of an equation that is not arithmetic in the unknown. Control flow inside this module
     (``_holds`` turns it into a verdict); not in minicache.errors, since this module imports nothing
-    of MiniCache by design (tests/test_stepcache_bench.py pins that)."""
+    of MiniCache by design (tests/bench/test_stepcache_bench.py pins that)."""
 
 
 class _Evaluator:
