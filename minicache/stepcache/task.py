@@ -40,7 +40,7 @@ class StepOutcome:
         """The engine's answer for it: StepCache's routes, its stitched output and steps."""
         return SolveResult(
             answer=self.answer,
-            route=Route(self.route),
+            route=self.route,
             group=f"step:{self.task}",
             timings=dict(self.timings),
             tokens={"target": self.tokens, "small": 0},

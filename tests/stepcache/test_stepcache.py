@@ -509,3 +509,15 @@ def test_micro_scoring_rejects_prose_around_json_and_wrong_steps():
     assert micro.check_output("json", "```json\n" + json.dumps(r.gold) + "\n```", r.text, r.gold)[0]
     assert not micro.check_output("linear", GOOD.replace("= 15\n", "= 16\n"), EQ, 5)[0]
     assert micro.check_output("linear", GOOD, EQ, 5)[0]
+
+
+def test_the_entrance_asks_stepcache_once_by_mode_and_context():
+    from minicache.stepcache import step_request_of
+
+    assert isinstance(step_request_of(EQ, None, "auto"), linear.LinearRequest)
+    assert isinstance(step_request_of(PRODUCT, None, "step"), jsontask.JsonRequest)
+    assert step_request_of(EQ, "a table", "auto") is None  # a context is the program cache's
+    assert step_request_of(EQ, None, "program") is None
+    assert step_request_of("What is 2 + 2?", None, "auto") is None
+    with pytest.raises(InvalidRequest, match="mode=step"):
+        step_request_of("What is 2 + 2?", None, "step")
