@@ -89,8 +89,8 @@ async def events_feed(request: Request, dash: Dashboard, viewer: Viewer, tenant:
     )
 
 
-# The login and static files first, then the pages, then the actions: the order they were declared
-# in, which is the order FastAPI tries them.
+# FastAPI tries routes in the order they are included: the login and static files, the pages, the
+# actions.
 dashboard_router = APIRouter(include_in_schema=False, lifespan=lifespan)
 for _router in (login.router, pages, actions.router):
     dashboard_router.include_router(_router)
