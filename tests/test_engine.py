@@ -630,7 +630,7 @@ def test_an_own_program_no_other_example_backs_stops_at_its_first_failed_model_c
     ends its validation. Before, each spent a second extraction to reach 2 of 3 failures (TAT-QA's
     failed builds: four extractions, 20-25 s). The model is asked here as where a request writes
     too many numbers to try every choice (tests/test_reach.py has the shortcut)."""
-    monkeypatch.setattr("minicache.build.builder.unreachable", lambda *args: False)
+    monkeypatch.setattr("minicache.build.validator.unreachable", lambda *args: False)
     rig = make(
         target=VaryingTarget(["/", "-", "+"]),
         admission=AdmissionConfig(enabled=False),
@@ -658,7 +658,7 @@ def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_
     and is recorded as not validated instead (tatqa-v5: 2.8-6.7 s of extraction each, none ever
     passed), so the failed build costs one extraction, not two. (The model is asked, as in the test
     above; without that, no choice of the held example's numbers gives its answer and none is.)"""
-    monkeypatch.setattr("minicache.build.builder.unreachable", lambda *args: False)
+    monkeypatch.setattr("minicache.build.validator.unreachable", lambda *args: False)
     rig = make(
         target=VaryingTarget(["/", "-", "+"]),
         admission=AdmissionConfig(enabled=False),

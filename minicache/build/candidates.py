@@ -128,6 +128,17 @@ def own_candidates(
     return kept[:limit], split
 
 
+def backed_by_other_values(candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates another example backs with values other than their own defaults (a request
+    sent twice backs nothing): all an early build may try."""
+    return [
+        c
+        for c in candidates
+        if c.backed
+        and any(values != dict(parse_signature(c.source).defaults) for _, values in c.agreed)
+    ]
+
+
 def _table_values(exemplar: dict[str, Any] | None, text: str) -> dict[str, Any] | None:
     """Another example's values for a candidate whose own example's values are cells of its table
     (minicache.hit.tables), read from that example's table the same way, or None. Why: lifted programs

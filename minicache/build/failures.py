@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-from minicache.build.validation import Attempt, AttemptSource, CheckRecord
+from minicache.build.validation import Attempt, AttemptSource, Check, CheckRecord
 from minicache.config.engine import AdmissionConfig
 from minicache.hit.failures import MAX_RECORDED
 from minicache.store.base import Example, Group, Store
@@ -138,3 +138,12 @@ def validation_set(
     recorded_ids = {ex.id for ex in recorded}
     must_ids = {ex.id for ex in recorded if ex.question in questions and ex.id not in vetoed}
     return recorded + [ex for ex in held if ex.id not in recorded_ids], must_ids
+
+
+def failure_feedback(failing: list[Check]) -> str:
+    """What the target is told of the checks a program failed, for its next generalization."""
+    return "\n".join(
+        f"- expected {c.expected}, got {c.error if c.error is not None else c.got} with "
+        f"variables {c.variables}"
+        for c in failing[:4]
+    )

@@ -260,8 +260,8 @@ def test_requests_an_entry_failed_on_join_the_next_builds_validation_set(make):
 
 
 def test_a_request_an_entry_failed_on_vetoes_one_build_only(make):
-    """The request's miss answer is one sample and may be the wrong side (formula-v18's Net Present
-    Value: it vetoed all six builds). The first rebuild must answer it; once a build has failed on
+    """The request's miss answer is one sample and may be the wrong side (on Formula's Net Present
+    Value such a request vetoed all six builds). The first rebuild must answer it; once a build has failed on
     it, it is an ordinary held example and the group's agreeing programs make the entry."""
     mc = make(admission=AdmissionConfig(enabled=False), max_build_failures=6)
     for values in CR_VALUES[:3]:
