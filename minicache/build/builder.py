@@ -38,8 +38,8 @@ from minicache.build.validator import Validator
 from minicache.config.engine import EngineConfig
 from minicache.errors import BackendError
 from minicache.events import EventLog
+from minicache.hit.audits import needs_probation
 from minicache.hit.extraction import Extractor
-from minicache.hit.verify import needs_probation
 from minicache.models.base import ModelBackend
 from minicache.models.compute import compute_clock
 from minicache.programs.signature import fill_defaults, parse_signature

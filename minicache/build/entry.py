@@ -9,8 +9,9 @@ from minicache.build.candidates import Candidate
 from minicache.build.run import BuildRun
 from minicache.build.validation import Validation
 from minicache.config.engine import EngineConfig
+from minicache.hit.audits import probation_reason
+from minicache.hit.profile import learn_profile
 from minicache.hit.rules import learn_rules
-from minicache.hit.verify import learn_profile, probation_reason
 from minicache.store import Entry, new_id
 
 

@@ -17,7 +17,8 @@ from minicache.build.reach import unreachable
 from minicache.build.validation import UNREACHABLE, Check, Validation
 from minicache.config.engine import EngineConfig
 from minicache.errors import ExtractionError, ProgramError, ProgramShapeError
-from minicache.hit.align import Alignment, align, learn_exemplar
+from minicache.hit.align import Alignment, align
+from minicache.hit.exemplars import learn_exemplar
 from minicache.hit.extraction import Extractor, check_types
 from minicache.models.compute import compute_clock
 from minicache.programs.numbers import candidate_values
