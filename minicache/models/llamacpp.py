@@ -15,8 +15,8 @@ Two things make the small model's extraction cheap on a CPU:
   only where the allowed values branch and for each text token, which gives the same greedy output
   in a few forward passes;
 * the KV state of each system prompt (an entry's extraction template) is saved after its first
-  use and restored when that prompt returns after another one, so entries that alternate on a busy
-  cache do not pay the template's prefill again (``PREFIX_STATES`` of them are kept).
+  use and restored when that prompt returns after another one (:mod:`.kv_states`), so entries that
+  alternate on a busy cache do not pay the template's prefill again.
 
 A call may name a key (``GenerationOptions.prefix_key``: the miss path names the request's group):
 the last such call's KV state is kept, and the next call with the key restores it, cut back to the
@@ -26,9 +26,7 @@ only system prefixes: a kept state never serves a call that did not name its key
 
 from __future__ import annotations
 
-import ctypes
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,21 +44,13 @@ from minicache.models.base import (
 )
 from minicache.models.choice import Field, decode_object, object_fields
 from minicache.models.compute import is_background_thread
+from minicache.models.kv_states import KvStates, common_prefix
 from minicache.models.llama_setup import (
     default_threads,
     fix_schema_patterns,
     import_llama,
     make_llama_class,
 )
-
-PREFIX_STATES = 64  # system-prompt KV states kept per model (about 12 KB per token for the 0.5B)
-KEPT_STATES = (
-    32  # prefix_key states kept per model (about 28 KB per token for the 1.5B: 8 MB a miss)
-)
-KEPT_BYTES = 512 << 20  # ... and at most this much of them (a long context's state is 100 MB)
-# A kept state is restored only if it saves this many tokens past the system prefix: it is not
-# bit-identical to fresh prefill (svamp-v18: 44 restores of 8-25 tokens, one program turned wrong).
-KEPT_MIN_GAIN = 32
 
 
 class LlamaCppBackend:
@@ -108,10 +98,7 @@ class LlamaCppBackend:
         except (ValueError, RuntimeError) as exc:
             raise ModelFileError(f"llama.cpp could not load {path}: {exc}") from exc
         self.llm.eval_log = []
-        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()  # system prefixes
-        self._kept: OrderedDict[str, tuple[list[int], bytes]] = (
-            OrderedDict()
-        )  # prefix_key -> (tokens, state)
+        self.kv = KvStates(llama_cpp)  # saved system prefixes and kept calls
         self._formatters: dict[bool, Any] = {}
 
     @classmethod
@@ -179,92 +166,6 @@ class LlamaCppBackend:
                 prefix = len(system)
         return tokens, prefix
 
-    def _common_prefix(self, tokens: list[int], ids: Any = None) -> int:
-        """How many of ``tokens`` begin ``ids`` (default: what the KV cache holds)."""
-        held = self.llm.input_ids[: self.llm.n_tokens].tolist() if ids is None else ids
-        pairs = enumerate(zip(held, tokens, strict=False))  # stops at the shorter
-        return next((i for i, (a, b) in pairs if a != b), min(len(held), len(tokens)))
-
-    def _set_cache(self, state: bytes, ids: Any, n: int) -> bool:
-        """Load a saved ``state`` whose tokens are ``ids`` and keep its first ``n`` of them (a
-        position's keys and values depend only on the tokens up to it); False, with an empty cache,
-        if llama.cpp refused the state."""
-        self.llm._ctx.kv_cache_seq_rm(0, 0, -1)
-        if not self._set_seq_state(self.llm, state):
-            self.llm.n_tokens = 0
-            return False
-        self.llm._ctx.kv_cache_seq_rm(0, n, -1)
-        self.llm.input_ids[:n] = ids[:n]
-        self.llm.n_tokens = n
-        return True
-
-    def _load_prefix(self, tokens: list[int], prefix: int) -> None:
-        """Make the KV cache start with the prompt's system prefix, restoring it from a saved state
-        when the last call had another one (entries' extraction prompts alternate on a busy cache)."""
-        if prefix == 0 or self._common_prefix(tokens) >= prefix:
-            return
-        key = tuple(tokens[:prefix])
-        state = self._states.get(key)
-        if state is not None:
-            if self._set_cache(state, key, prefix):
-                self._states.move_to_end(key)
-            return
-        self.llm.n_tokens = self._common_prefix(tokens)
-        self.llm.eval(tokens[self.llm.n_tokens : prefix])
-        saved = self._seq_state(self.llm)
-        if saved:
-            self._states[key] = saved
-            while len(self._states) > PREFIX_STATES:
-                self._states.popitem(last=False)
-
-    def _load_kept(self, key: str | None, tokens: list[int], prefix: int) -> bool:
-        """Start the KV cache with what ``tokens`` share with the last call under ``key``, its state
-        restored and cut back to the shared tokens. False where that saves under ``KEPT_MIN_GAIN``
-        tokens (the cache untouched) or the state does not load (the cache emptied)."""
-        if key is None or key not in self._kept:
-            return False
-        ids, state = self._kept[key]
-        n = min(
-            self._common_prefix(tokens, ids), len(tokens) - 1
-        )  # generation needs a token of its own
-        if n < max(prefix, self._common_prefix(tokens)) + KEPT_MIN_GAIN or not self._set_cache(
-            state, ids, n
-        ):
-            return False
-        self._kept.move_to_end(key)
-        return True
-
-    def _keep(self, key: str | None) -> None:
-        """Keep the KV state of the call just made (prompt and output) under ``key``."""
-        if key is None or not self.llm.n_tokens:
-            return
-        state = self._seq_state(self.llm)
-        if state:
-            self._kept[key] = (self.llm.input_ids[: self.llm.n_tokens].tolist(), state)
-            self._kept.move_to_end(key)
-            while (
-                len(self._kept) > KEPT_STATES
-                or sum(len(v[1]) for v in self._kept.values()) > KEPT_BYTES
-            ):
-                self._kept.popitem(
-                    last=False
-                )  # the newest alone may exceed KEPT_BYTES: then it goes too
-
-    def _seq_state(self, llm: Any) -> bytes:
-        """The KV cache of sequence 0 (what generation uses), as bytes; empty if llama.cpp wrote none."""
-        ctx = llm._ctx.ctx
-        size = self._llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = self._llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-        return (
-            ctypes.string_at(buf, written) if written else b""
-        )  # (slicing the array makes a list of ints)
-
-    def _set_seq_state(self, llm: Any, state: bytes) -> bool:
-        """Load a :meth:`_seq_state` into sequence 0; False if llama.cpp refused it."""
-        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        return self._llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(state), 0) != 0
-
     def _token_bytes(self, token: int) -> bytes:
         """A token's text (special tokens: empty), as llama-cpp-python detokenizes it."""
         if token not in self._pieces:
@@ -291,8 +192,8 @@ class LlamaCppBackend:
             )
 
         began = time.perf_counter()
-        self._load_prefix(tokens, prefix)
-        start = min(self._common_prefix(tokens), len(tokens) - 1)
+        self.kv.load_prefix(self.llm, tokens, prefix)
+        start = min(common_prefix(self.llm, tokens), len(tokens) - 1)
         self.llm.n_tokens = start
         out = decode_object(
             fields, self.tokenize, eval_tokens, tokens[start:], token_bytes=self._token_bytes
@@ -332,9 +233,8 @@ class LlamaCppBackend:
         if kind == "lookup" and not opts.draft_text:
             kind = "none"
         if opts.json_schema is not None or opts.grammar is not None:
-            kind = (
-                "none"  # grammar-constrained sampling and drafting do not mix in llama-cpp-python
-            )
+            # Grammar-constrained sampling and drafting do not mix in llama-cpp-python.
+            kind = "none"
         kwargs: dict[str, Any] = dict(
             messages=[m.as_dict() for m in messages],
             max_tokens=opts.max_tokens,
@@ -358,17 +258,20 @@ class LlamaCppBackend:
             if fields is not None and prompt is not None:
                 return self._choose(fields, prompt)
             key = opts.prefix_key if prompt is not None and kind == "none" else None
-            if prompt is not None and kind == "none" and not self._load_kept(key, *prompt):
-                self._load_prefix(*prompt)
+            if (
+                prompt is not None
+                and kind == "none"
+                and not self.kv.load_kept(self.llm, key, *prompt)
+            ):
+                self.kv.load_prefix(self.llm, *prompt)
             drafter = self._drafter(kind, opts.draft_text)
             self.llm.draft_model = drafter
             self.llm.spec_window = (self.draft_k if kind == "small" else 8) + 1 if drafter else 1
             self.llm.eval_log = []
             began = time.perf_counter()
             try:
-                out = self.llm.create_chat_completion(
-                    **kwargs
-                )  # a drafter runs under the same lock
+                # A drafter runs under the same lock.
+                out = self.llm.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. prompt longer than the context window
                 raise BackendError(f"{self.name}: {exc}") from exc
             finally:
@@ -376,7 +279,7 @@ class LlamaCppBackend:
                 self.llm.spec_window = 1
             wall = time.perf_counter() - began
             log = list(self.llm.eval_log)
-            self._keep(key)
+            self.kv.keep(self.llm, key)
         usage = out.get("usage") or {}
         choice = out["choices"][0]
         prefill_s = log[0][1] if log else 0.0
@@ -419,33 +322,11 @@ class LlamaCppBackend:
             yield
             return
         outer = llm.step_aside
-        llm.step_aside = lambda: self._step_aside(llm)
+        llm.step_aside = lambda: self.kv.step_aside(llm)
         try:
             yield
         finally:
             llm.step_aside = outer
-
-    def _step_aside(self, llm: Any) -> None:
-        n = llm.n_tokens
-        ids = llm.input_ids[:n].copy()
-        saved = self._seq_state(llm) if n else b""
-        kept = (llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside)
-        passes = llm.evals
-        CPU_LOCK.pause()
-        if llm.evals == passes:
-            return  # the requests used another model (or the embedder): nothing to restore
-        llm.draft_model, llm.spec_window, llm.eval_log, llm._sampler, llm.step_aside = kept
-        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-        llm.n_tokens = 0
-        if saved and self._set_seq_state(llm, saved):
-            llm.input_ids[:n] = ids
-            llm.n_tokens = n
-        elif n:  # the saved state did not load: recompute it (slower, same result)
-            llm.step_aside = None
-            try:
-                llm.eval(ids.tolist())
-            finally:
-                llm.step_aside = kept[4]
 
     def warm_up(self, messages: list[Message] | None = None) -> None:
         """One short generation, then :meth:`forget_request`. The first call after loading pays for
@@ -466,15 +347,7 @@ class LlamaCppBackend:
             llm = self.llm
             if llm is None:
                 return
-            cached = llm.input_ids[: llm.n_tokens].tolist()
-            keep = max(
-                (len(key) for key in self._states if tuple(cached[: len(key)]) == key), default=0
-            )
-            llm.n_tokens = keep
-            llm._ctx.kv_cache_seq_rm(-1, keep, -1)
-            llm.evals += (
-                1  # the cache changed: a background call that stepped aside restores its state
-            )
+            self.kv.forget_request(llm)
 
     def close(self) -> None:
         with self._lock:

@@ -214,17 +214,17 @@ def test_a_call_under_a_prefix_key_prefills_only_what_it_does_not_share_with_the
 
 
 def test_kept_states_stay_within_their_byte_budget(small_model, monkeypatch):
-    from minicache.models import llamacpp
+    from minicache.models import kv_states
 
     messages = [
         Message("system", EXTRACT_SYSTEM),
         Message("user", "Tom has 3 apples and buys 4 more."),
     ]
     small_model.complete(messages, GenerationOptions(max_tokens=4, prefix_key="fits"))
-    assert "fits" in small_model._kept
-    monkeypatch.setattr(llamacpp, "KEPT_BYTES", len(small_model._kept["fits"][1]) + 1)
+    assert "fits" in small_model.kv.kept
+    monkeypatch.setattr(kv_states, "KEPT_BYTES", len(small_model.kv.kept["fits"][1]) + 1)
     small_model.complete(messages, GenerationOptions(max_tokens=4, prefix_key="second"))
-    assert list(small_model._kept)[-1:] == ["second"] and "fits" not in small_model._kept
+    assert list(small_model.kv.kept)[-1:] == ["second"] and "fits" not in small_model.kv.kept
     small_model.forget_request()
 
 
