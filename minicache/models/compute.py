@@ -4,8 +4,8 @@ In-process compute (the llama.cpp models, the NumPy embedder) uses every core it
 computations at once only slow each other down (llama.cpp's threads spin while they wait for
 cores), so they take one lock, one after the other. A plain lock is not enough once builds and
 audits run in the background: a build's target call can last a minute and more on a small CPU, and
-a request that arrives meanwhile (its routing needs the embedder) would wait for all of it. The
-no-repetition benchmark measured exactly that: routing waited 7, 7 and 102 s behind one build.
+a request that arrives meanwhile (its routing needs the embedder) would wait for all of it: routing
+was measured waiting 7, 7 and 102 s behind one build.
 
 So the lock knows two kinds of holder:
 
@@ -51,8 +51,7 @@ def thread_waited_s() -> float:
     """Seconds the calling thread has spent, so far, waiting for the compute lock: blocked in
     ``acquire`` or stepped aside in ``pause``. A build subtracts what it waited from its wall time to
     learn what it cost (admission), since on a busy machine a background build waits most of its
-    wall time for requests: Formula's builds took 18-122 s of wall time, a build's compute being a
-    fraction of it (2026-12-02)."""
+    wall time for requests (builds of 18-122 s of wall time, their compute a fraction of it)."""
     return getattr(_local, "waited_s", 0.0)
 
 

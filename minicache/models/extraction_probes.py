@@ -1,9 +1,9 @@
 """Extraction probes: ten requests with the variables a model should extract from each.
 
 A fixed, hand-checked set used wherever a model's extraction is measured on this machine: the
-real-model test (``tests/test_real_models.py``) scores the embedded small model on it, and
-``scripts/choice_speed.py`` times two decoders on the same prompts. Kept in the package so a
-script need not import from ``tests/``.
+real-model test (``tests/models/test_real_models.py``) scores the embedded small model on it and
+compares two decoders on the same prompts. Kept in the package so a tool need not import from
+``tests/``.
 """
 
 from __future__ import annotations

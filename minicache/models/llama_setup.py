@@ -73,9 +73,10 @@ def make_llama_class(llama_cpp: Any) -> type:
             began = time.perf_counter()
             for start in range(0, len(tokens), self.n_batch):
                 # Before every batch, not only every call: a build's prompt of a few thousand tokens
-                # is one call (a Formula hit waited 31 s behind background work, 2026-12-02). Between
-                # batches the state is whole (n_tokens, input_ids and the KV cache agree), so a
-                # request can use the model and the state is restored, as between calls.
+                # is one call, and a request behind it would wait for all of it (a hit was seen
+                # waiting 31 s). Between batches the state is whole (n_tokens, input_ids and the KV
+                # cache agree), so a request can use the model and the state is restored, as
+                # between calls.
                 if self.step_aside is not None and CPU_LOCK.should_yield():
                     self.step_aside()  # a request waits: let it compute, then carry on where we were
                 chunk = list(tokens[start : start + self.n_batch])

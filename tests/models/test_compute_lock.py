@@ -233,8 +233,8 @@ def test_a_thread_knows_how_long_it_waited_for_the_lock_blocked_or_stepped_aside
 
 
 def test_a_builds_cost_is_its_wall_time_less_what_it_waited_for_requests(tmp_path, sandbox):
-    """Formula (2026-12-02): builds' wall times of 18-122 s, mostly waiting for requests, were
-    taken as their cost, and admission refused every build after the warm-up."""
+    """Builds' wall times of 18-122 s, mostly waiting for requests, were once taken as their cost,
+    and admission refused every build after the warm-up."""
     from minicache.models.compute import CPU_LOCK
 
     mc = MiniCache(
@@ -278,8 +278,8 @@ def test_a_builds_cost_is_its_wall_time_less_what_it_waited_for_requests(tmp_pat
 
 
 def test_a_request_reports_the_seconds_it_waited_for_the_compute_lock(tmp_path, sandbox):
-    """Formula-v5's hits waited 1-18 s in routing; the rows could not tell the compute lock from
-    anything else. Routing's embedder takes the lock, as the real one does."""
+    """Hits waited 1-18 s in routing, and the rows could not tell the compute lock from anything
+    else. Routing's embedder takes the lock, as the real one does."""
     from minicache.models.compute import CPU_LOCK
 
     class LockedEmbedder(HashEmbedder):

@@ -45,9 +45,8 @@ def _llama(n_batch: int):
 def test_a_long_prompt_can_step_aside_between_its_batches_not_only_before_the_call(
     monkeypatch, request_waits, steps_aside_at
 ):
-    """A build's prompt of thousands of tokens is one eval call (a Formula hit waited 31 s behind
-    background work, 2026-12-02).
-    With a request waiting, the call steps aside before each batch, where the state is whole
+    """A build's prompt of thousands of tokens is one eval call (a hit was seen waiting 31 s behind
+    background work). With a request waiting, the call steps aside before each batch, where the state is whole
     (n_tokens at a batch boundary); with none, never."""
     llm = _llama(n_batch=4)
     at: list[int] = []

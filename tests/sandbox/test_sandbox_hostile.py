@@ -197,7 +197,7 @@ def test_os_layer_alone_stops_hostile_program(case, bare_pool, host, victim_valu
     assert_victims_unharmed(bare_pool, victim_values)
 
 
-# -- the four exploits of issue 14, by name --------------------------------------------------------
+# -- four known exploits, by name ------------------------------------------------------------------
 
 
 def test_exploit_1_frame_walk_is_rejected_and_the_os_layer_blocks_the_file_read(
