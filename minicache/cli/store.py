@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from minicache.errors import MiniCacheError
+
 if TYPE_CHECKING:
     from minicache.cli.options import Runtime
     from minicache.store import Store
@@ -37,6 +39,11 @@ def tenant_option(f):
     return click.option(
         "--tenant", default="default", show_default=True, help="Tenant whose cache to use."
     )(f)
+
+
+class NotFound(MiniCacheError):
+    """An entry the command names is not in the store: printed as one ``error:`` line, like every
+    other command's errors (click's own exception would print ``Error:``)."""
 
 
 @contextmanager
@@ -79,6 +86,15 @@ def stats(store: str, tenant: str) -> None:
         hit_rate=(counters.get("hits", 0) / requests) if requests else 0.0,
     )
     click.echo(json.dumps(data, indent=2, sort_keys=True))
+    if not requests and not groups:
+        # All zeros usually means the wrong tenant, not an idle cache: a server with API keys counts
+        # each key's requests under that key's tenant, never under "default".
+        click.echo(
+            f"note: tenant {tenant!r} has no requests or groups in this store; a server with API "
+            "keys counts each key's requests under its own tenant (the values of api_keys in its "
+            "config): pass --tenant NAME to see one.",
+            err=True,
+        )
 
 
 @click.group()
@@ -110,7 +126,7 @@ def entries_show(entry_id: str, store: str, tenant: str) -> None:
     with _open(store, create=False) as s:
         e = s.get_entry(tenant, entry_id)
     if e is None:
-        raise click.ClickException(f"no entry {entry_id} for tenant {tenant}")
+        raise NotFound(f"no entry {entry_id} for tenant {tenant}")
     click.echo(json.dumps(e.to_json(), indent=2))
 
 
@@ -123,7 +139,7 @@ def entries_delete(entry_id: str, store: str, tenant: str) -> None:
     with _open(store, create=False) as s:
         deleted = s.delete_entry(tenant, entry_id)
     if not deleted:
-        raise click.ClickException(f"no entry {entry_id} for tenant {tenant}")
+        raise NotFound(f"no entry {entry_id} for tenant {tenant}")
     click.echo(f"deleted {entry_id}")
 
 

@@ -92,6 +92,18 @@ def test_login_redirects_only_inside_the_dashboard(dash):
     c = dash().client
     r = c.post("/dashboard/login", data={"key": KEY_ADMIN, "next": "https://evil.example/"})
     assert r.headers["location"] == "/dashboard"
+    for outside in (
+        "/dashboard/../../evil",
+        "/dashboard/../evil",
+        "/dashboard/%2e%2e/evil",
+        "/dashboardx",
+        "//evil.example/dashboard",
+        "/dashboard/\\evil",
+    ):
+        r = c.post("/dashboard/login", data={"key": KEY_ADMIN, "next": outside})
+        assert r.headers["location"] == "/dashboard", outside
+    r = c.post("/dashboard/login", data={"key": KEY_ADMIN, "next": "/dashboard/groups?tenant=a"})
+    assert r.headers["location"] == "/dashboard/groups?tenant=a"
 
 
 def test_a_tenant_key_sees_its_own_tenant_and_is_refused_another(dash):
@@ -107,7 +119,8 @@ def test_a_tenant_key_sees_its_own_tenant_and_is_refused_another(dash):
         "/dashboard/events?tenant=a",
     ):
         r = c.get(url)
-        assert r.status_code == 403 and "cannot open tenant" in r.text, url
+        assert r.status_code == 403 and "cannot open the pages of tenant" in r.text, url
+        assert "''s" not in r.text and "&#39;&#39;s" not in r.text
     own = c.get("/dashboard").text
     assert (
         "tenant b" in own and 'id="latency"' not in own and 'id="tenants"' not in own
@@ -226,6 +239,16 @@ def test_bad_query_values_get_a_400_page(dash):
     assert c.get("/dashboard?unit=week").status_code == 400
     assert c.get("/dashboard/groups?page=-1").status_code == 400
     assert c.get("/dashboard/events/feed?after=x").status_code == 400
+    # Unicode digits pass str.isdigit() but not int(): a 400, never a 500.
+    assert c.get("/dashboard/groups?page=%C2%B2").status_code == 400
+    assert c.get("/dashboard/events/feed?after=%C2%B2").status_code == 400
+    # A NUL in a tenant or an id never reaches the store (PostgreSQL would raise on it).
+    assert c.get("/dashboard/groups?tenant=a%00b").status_code == 400
+    assert c.get("/dashboard/entries/ent%00x").status_code == 400
+    assert c.get("/dashboard/entries/ent%00x/invalidate").status_code == 400
+    # A parameter given twice is refused rather than guessed.
+    r = c.get("/dashboard/groups?tenant=a&tenant=b")
+    assert r.status_code == 400 and "more than once" in r.text
 
 
 def test_groups_are_paginated(dash):

@@ -43,7 +43,8 @@ def tenant_for(request: Request, viewer: Viewer) -> str:
         raise Denied(400, "tenant must be a non-empty string of at most 200 characters")
     if not viewer.admin and asked != own:
         raise Denied(
-            403, f"This key belongs to tenant {own!r}; it cannot open tenant {asked!r}'s pages."
+            403,
+            f"This key belongs to tenant {own!r}; it cannot open the pages of tenant {asked!r}.",
         )
     return asked
 
@@ -55,6 +56,7 @@ def page(handler: Callable[..., Any]) -> Callable[..., Any]:
         dash = dashboard_of(request)
         viewer = None
         try:
+            check_values(request, kwargs)
             viewer = viewer_of(dash, request)
             dash.tracker.start()
             return await handler(request, dash, viewer, tenant_for(request, viewer), **kwargs)
@@ -77,9 +79,24 @@ def page(handler: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
+def check_values(request: Request, path_params: dict[str, Any]) -> None:
+    """Refuse what no page can mean before any handler reads it: a query parameter given twice
+    (which one would win is a guess), and a NUL or other control character in a query value or a
+    path's id (no tenant or id holds one, and PostgreSQL refuses NUL in text with an error)."""
+    names = [name for name, _ in request.query_params.multi_items()]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise Denied(400, f"query parameter {repeated[0]!r} is given more than once")
+    values = [v for _, v in request.query_params.multi_items()]
+    values += [v for v in path_params.values() if isinstance(v, str)]
+    if any(ord(c) < 32 or ord(c) == 127 for v in values for c in v):
+        raise Denied(400, "query values and ids may not hold control characters")
+
+
 def number(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name, str(default))
-    if not raw.isdigit() or len(raw) > 12:
+    # ASCII digits only: "²".isdigit() is true, but int("²") raises.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
         raise Denied(400, f"{name} must be a non-negative integer")
     return int(raw)
 

@@ -7,6 +7,8 @@ dashboard path may follow a login (no open redirect).
 
 from __future__ import annotations
 
+import posixpath
+
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
@@ -80,7 +82,20 @@ async def static_file(request: Request, name: str) -> Response:
 
 
 def safe_next(value: str | None) -> str:
-    """Only a dashboard path may follow a login (no open redirect)."""
-    if value and value.startswith(PREFIX) and not value.startswith("//") and "\\" not in value:
-        return value
-    return PREFIX
+    """Only a dashboard path may follow a login (no open redirect): the path is normalised first, so
+    ``/dashboard/../../evil`` (which a browser resolves to ``/evil``) is refused, as are encoded dots
+    and slashes, backslashes and control characters."""
+    if not value or "\\" in value or any(ord(c) < 32 for c in value):
+        return PREFIX
+    path, sep, query = value.partition("?")
+    if "%" in path:
+        return PREFIX
+    normal = posixpath.normpath(path)
+    if (
+        not path.startswith("/")
+        or path.startswith("//")
+        or normal != path.rstrip("/")
+        or not (normal == PREFIX or normal.startswith(PREFIX + "/"))
+    ):
+        return PREFIX
+    return normal + sep + query
