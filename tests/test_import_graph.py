@@ -206,9 +206,20 @@ def test_errors_imports_nothing_of_minicache():
 
 
 # The pipeline's stages, in the order their imports run: a stage imports only earlier stages and the
-# foundation (errors, answers, request, events, config, models, sandbox, store), never a later one.
+# foundation (errors, answers, request, events, counters, config, models, sandbox, store), never a
+# later one.
 STAGES = ("programs", "route", "miss", "hit", "build")
-FOUNDATION = {"errors", "answers", "request", "events", "config", "models", "sandbox", "store"}
+FOUNDATION = {
+    "errors",
+    "answers",
+    "request",
+    "events",
+    "counters",
+    "config",
+    "models",
+    "sandbox",
+    "store",
+}
 
 
 def _area(module: str) -> str:
@@ -390,12 +401,16 @@ def test_every_error_is_a_minicache_error_and_old_import_paths_still_work():
     assert {errors.AnswerError, errors.SandboxError, errors.SandboxViolation} <= program_errors
 
 
+BENCHMARK = PACKAGE.parent / "benchmarks" / "minicache_bench"
+
+
 def test_every_module_fits_in_a_head_at_most_400_lines():
-    """Issue 17's limit, kept: a module past it is split before it grows (bench/methods.py once
-    reached 452 lines unnoticed)."""
+    """A module past 400 formatted lines is split before it grows, the core's and the benchmark's
+    alike (the formatter is enforced, so the count cannot be met by packing lines)."""
     long = {
         name: n
-        for name, path in module_names(PACKAGE).items()
+        for root in (PACKAGE, BENCHMARK)
+        for name, path in module_names(root).items()
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
     }
     assert long == {}
