@@ -37,7 +37,7 @@ def wrap(body: str, signature: str = "") -> str:
 REJECTED = ("rejected",)
 EPERM = ("error", "Operation not permitted")
 
-# The exploits from issue 14, verbatim where the text gives them.
+# The exploits a hostile-client review reported, verbatim where its text gives them.
 EXPLOIT_FRAME_WALK = """def solve():
     def gen():
         yield g.gi_frame.f_back

@@ -534,7 +534,7 @@ def test_unparameterized_miss_programs_are_generalized_by_the_target(make):
 class VaryingTarget(FakeTarget):
     """Writes each current-ratio request's program with its own variable names and, per ``ops``,
     its own operation: requests routed into one group that are different computations (as routing
-    put six TAT-QA derivations into one group in no-repetition-v3)."""
+    has put six TAT-QA derivations into one group)."""
 
     def __init__(self, ops: list[str]) -> None:
         super().__init__()
@@ -579,8 +579,8 @@ RATIO = (
 @pytest.mark.parametrize("ratios, trusted", [(2, False), (3, True)])
 def test_a_backed_candidate_must_fit_more_than_half_of_its_held_examples(make, ratios, trusted):
     """Four held examples (a failed build's wrong ones join the newest), two computations: a program
-    another example backs needs ``validate_min`` of them and more than half. In svamp-v11 an entry
-    was made on 2 of 4 in a group of five different computations; 3 of 4 is trusted."""
+    another example backs needs ``validate_min`` of them and more than half. On SVAMP an entry was
+    once made on 2 of 4 in a group of five different computations; 3 of 4 is trusted."""
     rig = make()
     held = [
         Example(
@@ -655,7 +655,7 @@ def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_
 ):
     """Both lifted programs answer only their own example. The first fails the small model's check
     on a held example; the second would be checked on the same held examples, by the same model,
-    and is recorded as not validated instead (tatqa-v5: 2.8-6.7 s of extraction each, none ever
+    and is recorded as not validated instead (on TAT-QA: 2.8-6.7 s of extraction each, none ever
     passed), so the failed build costs one extraction, not two. (The model is asked, as in the test
     above; without that, no choice of the held example's numbers gives its answer and none is.)"""
     monkeypatch.setattr("minicache.build.validator.unreachable", lambda *args: False)
@@ -680,8 +680,8 @@ def test_once_an_unbacked_own_program_fails_a_model_check_the_next_unbacked_one_
 def test_a_mixed_group_fails_its_build_without_asking_the_small_model(make):
     """The same three computations, with the model-free shortcut on (minicache.build.reach): the first lifted
     program divides, and no choice of the held example's two numbers gives its answer by division,
-    so the check fails without a model call, and the build with it (svamp-v7: 1.0-1.2 s a failed
-    build before, 0.0 s after, scripts/rebuild_replay.py)."""
+    so the check fails without a model call, and the build with it (on SVAMP: 1.0-1.2 s a failed
+    build before, 0.0 s after)."""
     rig = make(
         target=VaryingTarget(["/", "-", "+"]),
         admission=AdmissionConfig(enabled=False),
@@ -714,7 +714,7 @@ def test_an_own_program_no_other_example_backs_is_trusted_when_every_held_exampl
 
 def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_validated_with(make):
     """The 1.5B target, asked to generalize, often writes ``def solve(P, r_pct, t)`` with no defaults
-    (all 3 of Formula-v5's generalizations by 225 requests): validated as it is, then stored whole."""
+    (all 3 of its generalizations in 225 Formula requests): validated as it is, then stored whole."""
     rig = make(target=FakeTarget(mode="constant", build_mode="no_defaults"))
     results = warm(rig, CURRENT_RATIO, CR_VALUES[:3])
     entry = rig.store.active_entry("default", results[0].group)
@@ -730,7 +730,7 @@ def test_a_generalized_program_without_defaults_is_stored_with_the_values_it_val
 
 def test_validation_reads_values_by_alignment_before_asking_the_small_model(make):
     """As on a hit: the candidate's own example is the exemplar. A small model that reads every value
-    wrong is never asked, and the build passes (on Formula-v5 the 0.5B swapped values in validation)."""
+    wrong is never asked, and the build passes (on Formula the 0.5B has swapped values in validation)."""
     rig = make(small=FakeSmall(mode="wrong"))
     results = warm(rig, SIMPLE_INTEREST, SI_VALUES[:3])
     entry = rig.store.active_entry("default", results[0].group)
