@@ -6,6 +6,7 @@ which :func:`minicache.config.models.load_engine_config` reads for the served en
 
     admin_keys = ["sk-admin-..."]
     public_metrics = false           # true: /metrics needs no key even when auth is on
+    trusted_proxies = ["10.0.0.5"]   # X-Forwarded-For believed only from these (default: none)
 
     [api_keys]                       # key = tenant; no keys at all switches auth off
     "sk-team-a-..." = "team-a"
@@ -20,6 +21,10 @@ which :func:`minicache.config.models.load_engine_config` reads for the served en
     body_timeout_s = 10.0            # a body not fully received by then -> 408
     auth_fail_per_s = 0.5            # failed authentications allowed per client address: refill ...
     auth_fail_burst = 10             # ... and burst; beyond them -> 429 for that address
+    header_timeout_s = 10.0          # request line and headers not complete by then -> 408, closed
+    max_connections = 768            # open connections in all; more -> 503 and closed
+    max_connections_per_address = 128  # ... and per client address (trusted proxies exempt)
+    max_inflight_keyless = 8         # in-flight requests without a valid key, apart from tenants'
 
     [engine]                         # the served engine's options (minicache.engine.EngineConfig)
     audit_rate = 0.05
@@ -28,11 +33,15 @@ Environment: ``MINICACHE_SERVER_API_KEYS`` ("key=tenant,key=tenant"), ``MINICACH
 ("key,key"), ``MINICACHE_SERVER_MAX_BODY_BYTES``, ``MINICACHE_SERVER_RATE_PER_S``,
 ``MINICACHE_SERVER_BURST``, ``MINICACHE_SERVER_MAX_INFLIGHT``, ``MINICACHE_SERVER_MAX_INFLIGHT_PER_CALLER``,
 ``MINICACHE_SERVER_BODY_TIMEOUT_S``, ``MINICACHE_SERVER_AUTH_FAIL_PER_S``, ``MINICACHE_SERVER_AUTH_FAIL_BURST``,
-``MINICACHE_SERVER_PUBLIC_METRICS`` (true/false, 1/0, yes/no, on/off), ``MINICACHE_SERVER_MODEL_NAME``.
+``MINICACHE_SERVER_PUBLIC_METRICS`` (true/false, 1/0, yes/no, on/off), ``MINICACHE_SERVER_MODEL_NAME``,
+``MINICACHE_SERVER_HEADER_TIMEOUT_S``, ``MINICACHE_SERVER_MAX_CONNECTIONS``,
+``MINICACHE_SERVER_MAX_CONNECTIONS_PER_ADDRESS``, ``MINICACHE_SERVER_MAX_INFLIGHT_KEYLESS``,
+``MINICACHE_SERVER_TRUSTED_PROXIES`` ("10.0.0.5,10.1.0.0/16").
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -63,6 +72,10 @@ LIMITS: Schema = {
     "body_timeout_s": float,
     "auth_fail_per_s": float,
     "auth_fail_burst": int,
+    "header_timeout_s": float,
+    "max_connections": int,
+    "max_connections_per_address": int,
+    "max_inflight_keyless": int,
 }
 
 
@@ -86,6 +99,7 @@ ENV: dict[str, tuple[str, ...] | Parsed] = {
     **{f"MINICACHE_SERVER_{name.upper()}": ("limits", name) for name in LIMITS},
     "MINICACHE_SERVER_PUBLIC_METRICS": ("public_metrics",),
     "MINICACHE_SERVER_MODEL_NAME": ("model_name",),
+    "MINICACHE_SERVER_TRUSTED_PROXIES": Parsed(("trusted_proxies",), _key_list),
 }
 
 
@@ -100,6 +114,7 @@ def file_schema() -> Schema:
         "model_name": Annotated[str, StringConstraints(min_length=1)],
         "limits": LIMITS,
         "engine": EngineConfig,
+        "trusted_proxies": list[str],
     }
 
 
@@ -121,10 +136,20 @@ class ServerConfig:
     auth_fail_burst: int = 10  # ... and bucket size
     public_metrics: bool = False
     model_name: str = "minicache"  # the model name answers carry when a request names none
+    header_timeout_s: float = 10.0  # request line and headers must arrive within this -> else 408
+    max_connections: int = 768  # open connections in all; more are refused (503) and closed
+    # ... and per client address (a trusted proxy's own address is exempt: it carries many clients)
+    max_connections_per_address: int = 128
+    # requests without a valid key (dashboard pages, unknown paths) share this pool, apart from
+    # the keyed tenants' slots, so they can never take the slots a tenant needs
+    max_inflight_keyless: int = 8
+    # addresses or CIDRs whose X-Forwarded-For is believed; empty: the header is ignored
+    trusted_proxies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "api_keys", dict(self.api_keys))
         object.__setattr__(self, "admin_keys", frozenset(self.admin_keys))
+        object.__setattr__(self, "trusted_proxies", tuple(self.trusted_proxies))
         validate(self)
 
     @property
@@ -159,6 +184,19 @@ def validate(config: ServerConfig) -> None:
         raise ConfigError("body_timeout_s must be more than 0 and at most 3600")
     if config.auth_fail_per_s < 0 or config.auth_fail_burst < 1:
         raise ConfigError("auth_fail_per_s must be >= 0 (0 = unthrottled) and auth_fail_burst >= 1")
+    if not 0 < config.header_timeout_s <= 3600:
+        raise ConfigError("header_timeout_s must be more than 0 and at most 3600")
+    if min(config.max_connections, config.max_connections_per_address) < 1:
+        raise ConfigError("max_connections and max_connections_per_address must be at least 1")
+    if config.max_inflight_keyless < 1:
+        raise ConfigError("max_inflight_keyless must be at least 1")
+    for proxy in config.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"trusted_proxies: {proxy!r} is not an IP address or CIDR network"
+            ) from None
 
 
 def server_file_settings(path: str | Path) -> list[Setting]:
