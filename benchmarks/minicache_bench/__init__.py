@@ -43,6 +43,7 @@ def run_benchmark(
     out: Path,
     limit: int | None = None,
     groups: int | None = None,
+    split: str | None = None,
     seed: int = 0,
     concurrency: list[int] | None = None,
     throughput_requests: int = 24,
@@ -63,6 +64,7 @@ def run_benchmark(
     ``background_builds``: minicache builds while the stream continues, as in serving (False: on
     the request that triggers them, for runs that must give the same routes every time and tests
     that need hits at fixed places in a short stream).
+    ``split``: dev or test, for the datasets that have one (``minicache_bench.splits``).
     ``admission``: minicache's build admission (tests shorten its warm-up).
     ``interleave``: serve each request with every method in turn instead of each method's whole
     stream in turn (``record_interleaved``): rows compared on one request are then measured seconds
@@ -83,10 +85,10 @@ def run_benchmark(
 
     out.mkdir(parents=True, exist_ok=True)
     if dataset in SEEDED:  # generated per seed, already in stream order
-        stream = load(dataset, seed)[:limit] if limit else load(dataset, seed)
+        stream = load(dataset, seed, split)[:limit] if limit else load(dataset, seed, split)
         fresh, held_out = stream[:throughput_requests], False
     else:
-        everything = load(dataset)
+        everything = load(dataset, split=split)
         stream = select(everything, limit=limit, groups=groups, seed=seed)
         in_stream = {r.id for r in stream}
         labels = {r.group for r in stream}
@@ -109,6 +111,7 @@ def run_benchmark(
     results: dict[str, Any] = {
         "config": {
             "dataset": dataset,
+            "split": split,
             "methods": methods,
             "limit": limit,
             "groups": groups,
@@ -171,8 +174,8 @@ def run_benchmark(
 
         built = {name: prepare(name) for name in methods}
         engines = {
-            n: b[0].engine
-            for n, b in built.items()  # type: ignore[attr-defined]
+            n: b[0].engine  # type: ignore[attr-defined]
+            for n, b in built.items()
             if hasattr(getattr(b[0], "engine", None), "wait_for_builds")
         }  # methods with background builds
         with _bar(sum(len(b[1]) for b in built.values()), "+".join(methods)) as bar:

@@ -90,8 +90,8 @@ class PoT:
     def program(self, r: BenchRequest) -> tuple[str, int]:
         out = self.target.complete(
             plain_pot_messages(r.question, r.context),
-            GenerationOptions(max_tokens=640, draft=self.draft),
-        )  # type: ignore[arg-type]
+            GenerationOptions(max_tokens=640, draft=self.draft),  # type: ignore[arg-type]
+        )
         return extract_code(out.text), out.prompt_tokens + out.completion_tokens
 
     def solve(self, r: BenchRequest) -> Outcome:

@@ -75,6 +75,16 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
     help="Comma-separated: direct, pot, pot-spec, exact, gptcache-like, gencache-like, minicache; for "
     "structured outputs (stepcache-micro): no-reuse, no-reuse+solver, stepcache.",
 )
+@click.option(
+    "--split",
+    type=click.Choice(["dev", "test"]),
+    help="tatqa and svamp (and their -distinct streams) only: dev is where rules, thresholds and "
+    "prompts are tuned, test is quoted beside it. tatqa: dev is tatqa_dataset_dev.json, test is "
+    "tatqa_dataset_test_gold.json (other companies' reports). svamp: test is a fixed third of the "
+    "equation skeletons (every third by frequency rank, from the second; listed in "
+    "minicache_bench.splits.SVAMP_TEST_SKELETONS), dev is the rest, so dev never contains a test "
+    "computation. Without --split both halves are used, as before. Other datasets refuse it.",
+)
 @click.option("--limit", type=int, help="Requests in the stream (after --groups and shuffling).")
 @click.option(
     "--groups", type=int, help="Use only this many gold groups (spread over all of them)."
@@ -141,6 +151,7 @@ def bench(
     runtime: Runtime,
     dataset: str,
     methods: str,
+    split: str | None,
     limit: int | None,
     groups: int | None,
     seed: str,
@@ -176,7 +187,11 @@ def bench(
     from pathlib import Path
 
     from minicache_bench import METHODS, run_seeds
+    from minicache_bench.splits import split_error
 
+    refused = split_error(dataset) if split else None
+    if refused:
+        raise click.BadParameter(refused, param_hint="--split")
     names = [m.strip() for m in methods.split(",") if m.strip()]
     unknown = [m for m in names if m not in METHODS]
     if unknown:
@@ -218,6 +233,7 @@ def bench(
         out=Path(out_dir),
         limit=limit,
         groups=groups,
+        split=split,
         seeds=seeds,
         concurrency=clients,
         throughput_requests=throughput_requests,

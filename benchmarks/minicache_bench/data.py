@@ -22,6 +22,7 @@ from typing import Any
 
 from minicache.programs.signature import answers_match
 from minicache_bench.datasets import equation_skeleton, formula, svamp
+from minicache_bench.splits import TATQA_FILES, in_svamp_split, split_error
 
 
 @dataclass
@@ -55,10 +56,11 @@ def _table_text(table: list[list[str]]) -> str:
     return "\n".join(" | ".join(cell.strip() for cell in row) for row in table)
 
 
-def load_tatqa() -> list[BenchRequest]:
+def load_tatqa(split: str | None = None) -> list[BenchRequest]:
+    """TAT-QA's arithmetic questions; ``split`` (dev or test) reads only that split's file."""
     out = []
-    for split in ("dev", "test_gold"):
-        path = _data("tatqa", f"tatqa_dataset_{split}.json")
+    for split_file in (TATQA_FILES[split],) if split else ("dev", "test_gold"):
+        path = _data("tatqa", f"tatqa_dataset_{split_file}.json")
         for doc in json.loads(path.read_text(encoding="utf-8")):
             context = (
                 _table_text(doc["table"]["table"])
@@ -79,7 +81,7 @@ def load_tatqa() -> list[BenchRequest]:
                 skeleton = equation_skeleton(q.get("derivation") or "")
                 out.append(
                     BenchRequest(
-                        f"tatqa-{split}-{q['uid']}",
+                        f"tatqa-{split_file}-{q['uid']}",
                         q["question"].strip() + unit,
                         gold,
                         context=context,
@@ -90,9 +92,14 @@ def load_tatqa() -> list[BenchRequest]:
     return out
 
 
-def load_svamp() -> list[BenchRequest]:
-    """SVAMP's 1,000 word problems: Body + " " + Question, gold Answer, group = the equation's skeleton."""
-    return [BenchRequest(r.id, r.question, float(r.answer), group=r.group) for r in svamp()]
+def load_svamp(split: str | None = None) -> list[BenchRequest]:
+    """SVAMP's 1,000 word problems: Body + " " + Question, gold Answer, group = the equation's skeleton;
+    ``split`` (dev or test) keeps the requests of that split's skeletons (minicache_bench.splits)."""
+    return [
+        BenchRequest(r.id, r.question, float(r.answer), group=r.group)
+        for r in svamp()
+        if split is None or in_svamp_split(r.group, split)
+    ]
 
 
 _PRICE = re.compile(r"price lower than\s*\$?\s*([\d,]+(?:\.\d+)?)\s*dollars", re.I)
@@ -197,6 +204,7 @@ LOADERS = {
     "svamp": load_svamp,
     "mix": load_mix,
 }
+SPLIT_LOADERS = {"tatqa": load_tatqa, "svamp": load_svamp}  # datasets with a dev/test split
 SEEDED = {
     "stepcache-micro": load_stepcache_micro
 }  # datasets generated per seed, streamed in their own order
@@ -221,7 +229,15 @@ def one_per_group(requests: list[BenchRequest]) -> list[BenchRequest]:
     return out
 
 
-def load(dataset: str, seed: int = 0) -> list[BenchRequest]:
+def load(dataset: str, seed: int = 0, split: str | None = None) -> list[BenchRequest]:
+    """The requests of ``dataset`` in file order; ``split`` (dev or test) only where it has one."""
+    if split is not None:
+        refused = split_error(dataset)
+        if refused:
+            raise ValueError(refused)
+        base = dataset.removesuffix(DISTINCT)
+        requests = SPLIT_LOADERS[base](split)
+        return one_per_group(requests) if dataset.endswith(DISTINCT) else requests
     if dataset in SEEDED:
         return SEEDED[dataset](seed)
     if dataset in LOADERS:

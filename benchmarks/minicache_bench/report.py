@@ -18,6 +18,12 @@ def reference(methods: dict[str, Any]) -> str | None:
     return next((m for m in ("pot", "no-reuse") if m in methods), None)
 
 
+def _title(config: dict[str, Any]) -> str:
+    """The dataset, and its split where the run used one (``--split``)."""
+    split = config.get("split")
+    return f"{config['dataset']}, {split} split" if split else config["dataset"]
+
+
 def _builds(config: dict[str, Any]) -> list[str]:
     if "background_builds" not in config:  # results written before the harness recorded it
         return []
@@ -54,7 +60,7 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
     ref_name = reference(methods)
     pot = methods.get(ref_name) if ref_name else None
     lines = [
-        f"# Benchmark: {results['config']['dataset']}",
+        f"# Benchmark: {_title(results['config'])}",
         "",
         f"Command: `{results['config']['command']}`",
         "",
