@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import queue
+import resource
 import threading
 import time
 import warnings
@@ -32,6 +33,23 @@ def os_layer_setting() -> bool:
     if value not in ("on", "off"):
         raise SandboxUnavailable(f"{OS_LAYER_ENV} must be 'on' or 'off', not {value!r}")
     return value == "on"
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit on open descriptors to its hard limit; the new soft limit.
+
+    A server holds a descriptor per connection and the sandbox a few per job; the soft limit
+    (often 1,024) is what a flood of idle connections would otherwise exhaust, while the hard limit
+    is usually far higher. Where the limit cannot be changed the process keeps what it has."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or (hard != resource.RLIM_INFINITY and soft > hard):
+        return soft
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
 
 
 @dataclass
@@ -58,6 +76,7 @@ class SandboxPool:
         memory_mb: int = 512,
         unsafe_no_python_layer: bool = False,
     ) -> None:
+        raise_open_file_limit()
         self.size = size
         self.timeout_s = timeout_s
         self.cpu_s = cpu_s

@@ -29,6 +29,19 @@ _HEADER = struct.Struct("!I")  # a job's and a reply's length prefix (as in _wor
 _MAX_FRAME = 4 * 65_536 + 4096  # _worker.MAX_REPLY_BYTES: no reply frame is longer
 
 
+def _ready(fd: int | socket.socket, events: int, seconds: float) -> bool:
+    """Whether ``fd`` becomes ready for ``events`` (``select.POLLIN`` / ``POLLOUT``) within ``seconds``.
+
+    ``poll``, not ``select``: ``select`` cannot watch a descriptor above 1023, and a server holding
+    a thousand idle connections hands the sandbox descriptors above that. A hang-up or error counts
+    as ready, so that the read or write that follows reports it."""
+    if seconds <= 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, events)
+    return bool(poller.poll(max(1, int(seconds * 1000))))
+
+
 def _ended_reply(ended: dict[str, Any]) -> dict[str, Any]:
     """The reply for a child that ended without one, from how the zygote saw it end."""
     sig = ended.get("signal")
@@ -96,7 +109,7 @@ class Worker:
     def _receive(self, deadline: float) -> tuple[dict[str, Any], list[int]] | None:
         """One message from the zygote and the fds it carries; None on EOF or past the deadline."""
         left = deadline - time.monotonic()
-        if left <= 0 or not select.select([self.channel], [], [], left)[0]:
+        if not _ready(self.channel, select.POLLIN, left):
             return None
         data, fds, _flags, _addr = socket.recv_fds(self.channel, 1 << 16, 2)
         if not data:
@@ -116,7 +129,7 @@ class Worker:
         need = _HEADER.size
         while len(data) < need:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if not _ready(fd, select.POLLIN, left):
                 return "timeout"
             chunk = os.read(fd, min(need - len(data), 1 << 16))
             if not chunk:
@@ -184,7 +197,7 @@ class Worker:
         view = memoryview(data)
         while view:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([], [fd], [], left)[1]:
+            if not _ready(fd, select.POLLOUT, left):
                 return False
             try:
                 view = view[os.write(fd, view) :]
