@@ -1,12 +1,14 @@
 """``create_app(engine, config)``: the OpenAI-compatible MiniCache service.
 
 Endpoints (one router per family, see :mod:`.routers`): ``POST /v1/chat/completions`` (OpenAI format,
-streaming or not), ``POST /v1/solve`` (native), ``GET /v1/models``, ``GET /health``, ``GET /metrics``
-(Prometheus), and ``/admin/*`` (entries, groups, invalidation, export/import, freeze, stats; admin key;
-``?tenant=``, default "default"). The request and response formats are :mod:`.protocol`'s models and
-are served as OpenAPI at ``/openapi.json``.
+streaming or not), ``POST /v1/solve`` (native), ``GET /v1/models``, ``GET /health`` (liveness),
+``GET /ready`` (readiness), ``GET /metrics`` (Prometheus), ``GET /docs`` (Swagger UI, served
+locally), ``GET /`` (to the dashboard), ``/dashboard`` and ``/admin/*`` (entries, groups,
+invalidation, export/import, freeze, stats; admin key; ``?tenant=``, default "default"). The request
+and response formats are :mod:`.protocol`'s models and are served as OpenAPI at ``/openapi.json``.
 
-Layers, outermost first: :class:`.middleware.GuardMiddleware` (body size and time, in-flight limits,
+Layers, outermost first: :class:`.request_ids.RequestIdMiddleware` (``X-Request-Id`` on every
+response, 5xx logged), :class:`.middleware.GuardMiddleware` (body size and time, in-flight limits,
 last-resort 500), FastAPI with :mod:`.errors`' handlers (every error an OpenAI-style body), the routers
 (parse, authenticate, format) and :class:`.serving.ServerState` (the engine call).
 """
@@ -25,6 +27,7 @@ from minicache.server.config import ServerConfig
 from minicache.server.dashboard import Dashboard, dashboard_router
 from minicache.server.middleware import GuardMiddleware
 from minicache.server.openai_format import SafeJSONResponse
+from minicache.server.request_ids import RequestIdMiddleware, install_log_filter
 from minicache.server.routers import admin_router, ops_router, v1_router
 from minicache.server.serving import ServerState
 from minicache.server.warmup import Warmup, lifespan
@@ -68,6 +71,9 @@ def create_app(engine: MiniCache, config: ServerConfig | None = None) -> FastAPI
         caller=server.caller,
         metrics=server.metrics,
     )
+    # Added last, so outermost: even the guard's own answers carry the request's id.
+    app.add_middleware(RequestIdMiddleware)
+    install_log_filter()
     errors.install(app)
 
     app.include_router(v1_router)

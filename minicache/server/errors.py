@@ -167,11 +167,29 @@ def validation_error(errors: list[Any]) -> ApiError:
     return ApiError(400, message[:500], code=code, param=param)
 
 
+def log_server_error(request: Request, exc: HTTPException) -> None:
+    """A 5xx's cause in the log: the error answered and, when it was raised from another exception
+    (a backend's, the store's), that one with its traceback. The request's values are arguments,
+    so the log filter escapes them, and the line carries the request's id (``.request_ids``)."""
+    cause = exc.__cause__ or exc.__context__
+    log.error(
+        "%s %s -> %d %s: %s",
+        request.method,
+        request.url.path,
+        exc.status_code,
+        getattr(exc, "code", ""),
+        exc.detail,
+        exc_info=(type(cause), cause, cause.__traceback__) if cause is not None else None,
+    )
+
+
 def install(app: FastAPI) -> None:
     """The handlers that make every error an OpenAI-style body."""
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code >= 500:
+            log_server_error(request, exc)
         if isinstance(exc, ApiError):
             return exc.response()
         message = exc.detail if isinstance(exc.detail, str) else "HTTP error"

@@ -3,7 +3,7 @@
 Loading a tenant's routing index (:mod:`minicache.route.index`) reads every example the tenant has
 stored: a cost that grows with history (seconds at 100,000 examples). Paid on a request, that
 request would wait for it. So the app, when it starts (its lifespan), loads them in a background
-thread, and ``GET /health`` answers 503 ``{"status": "warming"}`` until every load has finished: a
+thread, and ``GET /ready`` answers 503 (``"routing": {"status": "warming"}``) until every load is done: a
 load balancer or readiness probe sends no traffic meanwhile. A request that arrives anyway is
 still routed correctly: it waits for its own tenant's load (never a partly loaded index) and is
 not held up by other tenants' loads.

@@ -920,25 +920,26 @@ def test_public_metrics_option(make):
     assert rig.client.get("/metrics").status_code == 200
 
 
-def test_health_reports_the_store(rig, monkeypatch):
+def test_health_reports_the_process_and_ready_the_store(rig, monkeypatch):
     assert rig.client.get("/health").json() == {
         "status": "ok",
-        "store": "ok",
         "frozen": False,
         "version": rig.client.get("/health").json()["version"],
     }
+    assert rig.client.get("/ready").json()["store"] == "ok"
 
     def broken(tenant):
         raise OSError("disk gone")
 
     monkeypatch.setattr(rig.mc.store, "counters", broken)
-    r = rig.client.get("/health")
-    assert r.status_code == 503 and r.json()["status"] == "unavailable" and "disk" not in r.text
+    r = rig.client.get("/ready")
+    assert r.status_code == 503 and r.json()["store"] == "unreachable" and "disk" not in r.text
+    assert rig.client.get("/health").status_code == 200  # liveness: the process is up
 
 
 def test_the_server_is_ready_only_once_every_tenants_routing_index_is_loaded(make):
     """A restarted server (a new engine on the same store) loads tenant a's history at start-up:
-    /health says "warming" (503) until then; tenant b is served meanwhile; a's first request after
+    /ready says "warming" (503) until then; tenant b is served meanwhile; a's first request after
     ready reads no history."""
     import time
 
@@ -960,9 +961,10 @@ def test_the_server_is_ready_only_once_every_tenants_routing_index_is_loaded(mak
     with TestClient(rig.app) as client:  # runs the lifespan, as a server start does
         try:
             assert entered.wait(10)
-            r = client.get("/health")
-            assert r.status_code == 503 and r.json()["status"] == "warming"
+            r = client.get("/ready")
+            assert r.status_code == 503 and r.json()["failing"] == ["routing"]
             assert r.json()["routing"] == {
+                "status": "warming",
                 "tenants": 4,
                 "loaded": 0,
                 "failed": 0,
@@ -976,8 +978,8 @@ def test_the_server_is_ready_only_once_every_tenants_routing_index_is_loaded(mak
         finally:
             release.set()
         deadline = time.monotonic() + 10
-        while (r := client.get("/health")).status_code != 200:
-            assert r.json()["status"] == "warming" and time.monotonic() < deadline
+        while (r := client.get("/ready")).status_code != 200:
+            assert r.json()["failing"] == ["routing"] and time.monotonic() < deadline
             time.sleep(0.02)
         assert r.json()["status"] == "ok"
         reads.clear()
