@@ -12,6 +12,7 @@ from minicache.engine import EngineConfig, MiniCache
 from minicache.errors import ConfigError
 from minicache.server.app import create_app
 from minicache.server.config import ServerConfig, load_server_config, server_file_settings
+from minicache.server.connections import uvicorn_options
 
 log = logging.getLogger("minicache.server")
 
@@ -67,6 +68,10 @@ def serve(
     ``engine_options`` (``KEY=VALUE``, the CLI's ``--engine-option``); all are checked before any
     model loads.
 
+    uvicorn runs with :mod:`.connections`' protocol (header and body read time, connections per
+    address and in all) and without its own ``X-Forwarded-For`` handling (:mod:`.forwarded` trusts
+    only ``trusted_proxies``).
+
     When uvicorn starts the app, it loads the routing index of every tenant it serves in the
     background (:mod:`.warmup`); ``/health`` answers 503 "warming" until then."""
     import uvicorn
@@ -93,7 +98,12 @@ def serve(
         )
         uvicorn.Server(
             uvicorn.Config(
-                app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=30
+                app,
+                host=host,
+                port=port,
+                log_level=log_level,
+                timeout_graceful_shutdown=30,
+                **uvicorn_options(server_config),
             )
         ).run()
     finally:

@@ -1,0 +1,147 @@
+"""Connection floods on loopback against a real uvicorn server with the guarded protocol
+(:mod:`minicache.server.connections`): idle connections and unfinished headers are closed after the
+header timeout, connections over the per-address and total limits are refused with 503, slow bodies
+are cut off, and a keyed tenant keeps getting 200 throughout. Bounded to finish in seconds."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from fakes import FakeSmall, FakeTarget, HashEmbedder
+from minicache.engine import EngineConfig, MiniCache
+from minicache.server import ServerConfig, create_app
+from minicache.server.connections import uvicorn_options
+from minicache.server.testing import BackgroundServer
+from minicache.store import SQLiteStore
+
+KEY = "sk-conn-tenant-a1"
+HEADERS = {"Authorization": f"Bearer {KEY}"}
+UNFINISHED = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+
+
+@contextmanager
+def served(tmp_path, sandbox, **limits) -> Iterator[BackgroundServer]:
+    config = ServerConfig(api_keys={KEY: "a"}, rate_per_s=0, **limits)
+    engine = MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=SQLiteStore(tmp_path / "conn.db"),
+        embedder=HashEmbedder(),
+        sandbox=sandbox,
+        config=EngineConfig(background_builds=False),
+    )
+    try:
+        with BackgroundServer(create_app(engine, config), **uvicorn_options(config)) as server:
+            yield server
+    finally:
+        engine.close()
+
+
+def connect(server: BackgroundServer, n: int, first: bytes = b"") -> list[socket.socket]:
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((server.host, server.port), timeout=5)
+        if first:
+            s.sendall(first)
+        socks.append(s)
+    return socks
+
+
+def outcome(sock: socket.socket, wait_s: float) -> tuple[str, bytes]:
+    """("closed", what the server sent before closing) or ("open", b"") if it is still open."""
+    sock.settimeout(wait_s)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except TimeoutError:
+        return "open", data
+    except ConnectionResetError:
+        pass
+    return "closed", data
+
+
+def keyed_ok(server: BackgroundServer) -> int:
+    with httpx.Client(base_url=server.url, trust_env=False, timeout=10) as http:
+        return http.get("/v1/models", headers=HEADERS).status_code
+
+
+@pytest.mark.timeout(60)
+def test_idle_connections_and_unfinished_headers_are_closed_with_408(tmp_path, sandbox):
+    with served(tmp_path, sandbox, header_timeout_s=1.0, max_connections_per_address=400) as server:
+        idle = connect(server, 200)
+        unfinished = connect(server, 50, UNFINISHED)
+        began = time.monotonic()
+        assert keyed_ok(server) == 200  # a tenant is served while the flood is open
+        results = [outcome(s, 5.0) for s in unfinished + idle]
+        took = time.monotonic() - began
+        for s in idle + unfinished:
+            s.close()
+    assert [state for state, _ in results] == ["closed"] * 250
+    assert all(data.startswith(b"HTTP/1.1 408 ") for _, data in results[:50])
+    assert took < 6.0
+    print(f"250 idle/unfinished connections closed {took:.2f} s after the tenant's 200")
+
+
+@pytest.mark.timeout(60)
+def test_connections_over_the_limits_are_refused_with_503_and_closed(tmp_path, sandbox):
+    with served(
+        tmp_path,
+        sandbox,
+        header_timeout_s=30.0,
+        max_connections=300,
+        max_connections_per_address=100,
+    ) as server:
+        held = connect(server, 100)
+        refused = connect(server, 20)  # over the per-address limit
+        per_address = [outcome(s, 5.0) for s in refused]
+        assert all(state == "closed" for state, _ in per_address)
+        assert all(
+            data.startswith(b"HTTP/1.1 503 ") and b"retry-after: 1" in data.lower()
+            for _, data in per_address
+        )
+        for s in held[:10]:  # room for the tenant again once a few are gone
+            s.close()
+        time.sleep(0.2)
+        assert keyed_ok(server) == 200
+        for s in held[10:] + refused:
+            s.close()
+
+    with served(
+        tmp_path,
+        sandbox,
+        header_timeout_s=30.0,
+        max_connections=50,
+        max_connections_per_address=500,
+    ) as server:
+        held = connect(server, 50)
+        over = connect(server, 10)  # over the total
+        assert all(outcome(s, 5.0)[1].startswith(b"HTTP/1.1 503 ") for s in over)
+        for s in held + over:
+            s.close()
+        time.sleep(0.2)
+        assert keyed_ok(server) == 200
+
+
+@pytest.mark.timeout(60)
+def test_a_keyed_body_that_never_ends_is_cut_off(tmp_path, sandbox):
+    with served(tmp_path, sandbox, header_timeout_s=5.0, body_timeout_s=1.0) as server:
+        head = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + KEY.encode() + b"\r\nContent-Length: 100\r\n\r\n{"
+        )
+        slow = connect(server, 5, head)
+        began = time.monotonic()
+        results = [outcome(s, 6.0) for s in slow]
+        took = time.monotonic() - began
+        assert keyed_ok(server) == 200
+        for s in slow:
+            s.close()
+    assert all(state == "closed" and b" 408 " in data.split(b"\r\n")[0] for state, data in results)
+    assert took < 4.0
