@@ -15,12 +15,13 @@ from minicache_bench.methods import METHODS, build_method, canonical
 from minicache_bench.report import reference, write_report
 from minicache_bench.runner import (
     group_purity,
+    is_throughput_tag,
     machine,
     read_done,
     record_interleaved,
     record_stream,
+    record_throughput,
     summarize,
-    throughput,
 )
 from minicache_bench.stats import compare_all
 
@@ -219,7 +220,9 @@ def run_benchmark(
                 engine.stats() if serves or not previous_stats else previous_stats
             )
         if concurrency and name in throughput_methods:
-            block["throughput_rps"] = {str(c): throughput(method, fresh, c) for c in concurrency}
+            block["throughput_rps"], block["throughput_accuracy"] = record_throughput(
+                method, fresh, concurrency, requests_path, name
+            )
         if pad_tokens and name in ("pot", "minicache"):
             per: dict[str, Any] = {}
             for pad in pad_tokens:
@@ -232,6 +235,7 @@ def run_benchmark(
             block["pad_context"] = per
         for kept in (
             "throughput_rps",
+            "throughput_accuracy",
             "pad_context",
         ):  # measured by an earlier run and not asked for now
             if kept not in block and kept in results["methods"].get(name, {}):
@@ -346,7 +350,7 @@ def run_seeds(*, seeds: list[int], out: Path, **kwargs: Any) -> dict[str, Any]:
     results: dict[str, Any] = {
         "config": dict(first["config"], seed=None, seeds=seeds),
         "machine": first["machine"],
-        "methods": {name: summarize(r) for name, r in rows.items()},
+        "methods": {n: summarize(r) for n, r in rows.items() if not is_throughput_tag(n)},
         "per_seed": {s: r["methods"] for s, r in per_seed.items()},
     }
     out.mkdir(parents=True, exist_ok=True)

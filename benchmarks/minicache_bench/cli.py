@@ -104,7 +104,8 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
 @click.option(
     "--concurrency",
     default="",
-    help="Throughput at these client counts, e.g. '1,4,8' (pot and minicache).",
+    help="Throughput at these client counts, e.g. '1,4,8' (pot and minicache); each request's row "
+    "goes to requests.jsonl as METHOD@cC and the report gives the accuracy beside the speed.",
 )
 @click.option(
     "--throughput-requests",

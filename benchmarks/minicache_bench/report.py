@@ -110,13 +110,22 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
             "",
             "## Throughput (requests/s, C concurrent clients, one instance)",
             "",
-            f"Measured on {on}.",
+            f"Measured on {on}."
+            + (
+                " In parentheses: the accuracy of those answers (rows in requests.jsonl as METHOD@cC)."
+                if any(m.get("throughput_accuracy") for m in methods.values())
+                else ""
+            ),
             "",
             "| method | " + " | ".join(f"C={c}" for c in next(iter(tp.values()))) + " |",
             "|---|" + "---|" * len(next(iter(tp.values()))),
         ]
         for name, per in tp.items():
-            lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in per.values()) + " |")
+            right = methods[name].get("throughput_accuracy") or {}  # absent from older results
+            cells = (
+                f"{v:.3f}" + (f" ({right[c]:.1%})" if c in right else "") for c, v in per.items()
+            )
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
         if "pot" in tp and "minicache" in tp:
             ratios = ", ".join(
                 f"C={c}: {tp['minicache'][c] / tp['pot'][c]:.2f}x"

@@ -7,13 +7,16 @@ the stream one after the other (``record_stream``), or request by request in tur
 lasts. Each line says when it started (``started_at``, Unix time), so rows measured while something
 else loaded the machine can be found and measured again. Throughput at
 concurrency C is measured separately: C client threads send ``throughput_requests`` requests of the
-same stream to one warm instance of the method and the wall time is divided out.
+same stream to one warm instance of the method and the wall time is divided out; each of those
+requests' rows goes to requests.jsonl too, as method ``METHOD@cC`` (``throughput_tag``), so that the
+accuracy of the answers served under load is known, not only their speed.
 """
 
 from __future__ import annotations
 
 import json
 import platform
+import re
 import statistics
 import sys
 import time
@@ -155,12 +158,41 @@ def record_interleaved(
     return rows
 
 
-def throughput(method: Method, stream: list[BenchRequest], concurrency: int) -> float:
-    """Requests per second with ``concurrency`` clients against one instance."""
+def throughput_tag(name: str, concurrency: int) -> str:
+    """The method name of a throughput row: ``minicache@c4`` (4 concurrent clients)."""
+    return f"{name}@c{concurrency}"
+
+
+def is_throughput_tag(name: str) -> bool:
+    return bool(re.fullmatch(r".+@c\d+", name))
+
+
+def throughput(
+    method: Method, stream: list[BenchRequest], concurrency: int, name: str | None = None
+) -> tuple[float, list[dict[str, Any]]]:
+    """Requests per second with ``concurrency`` clients against one instance, and each request's
+    row (under ``throughput_tag``; its latency is the request's own, measured under that load)."""
+    tag = throughput_tag(name or method.name, concurrency)
     began = time.perf_counter()
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        list(pool.map(lambda r: timed(method, r), stream))
-    return len(stream) / (time.perf_counter() - began)
+        rows = list(pool.map(lambda r: _serve(method, r, tag), stream))
+    return len(stream) / (time.perf_counter() - began), rows
+
+
+def record_throughput(
+    method: Method, stream: list[BenchRequest], concurrency: list[int], out: Path, name: str
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Throughput (requests/s) and accuracy at each client count, appending every row to ``out``
+    (requests.jsonl) once the timer has stopped. A rerun measures again: its rows replace the
+    earlier ones when read back (``read_done`` keeps a request's last row)."""
+    rps: dict[str, float] = {}
+    accuracy: dict[str, float] = {}
+    for c in concurrency:
+        rps[str(c)], rows = throughput(method, stream, c, name)
+        accuracy[str(c)] = summarize(rows)["accuracy"]
+        with out.open("a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+    return rps, accuracy
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import pytest
 from minicache.config.engine import AdmissionConfig
 from minicache.programs.signature import answers_match
 from minicache.sandbox import SandboxPool
-from minicache_bench import regenerate_report, run_benchmark
+from minicache_bench import regenerate_report, run_benchmark, run_seeds
 from minicache_bench.baselines import GENCACHE_SYSTEM, GenCacheLike, Outcome, PoT
 from minicache_bench.data import (
     BenchRequest,
@@ -331,6 +331,51 @@ def test_throughput_is_measured_on_held_out_requests_or_says_it_is_not(
     assert warned is not held_out
     assert ("held-out requests of the stream's groups" in report) is held_out
     assert ("already seen by the caches" in report) is not held_out
+
+
+def test_throughput_runs_record_each_requests_row_and_report_their_accuracy(tmp_path):
+    """The requests served under load are scored like the stream's: each gets a row
+    (METHOD@cC) in requests.jsonl, and results.json and the report give their accuracy."""
+    known = [json.loads(x) for x in _dataset(tmp_path).read_text().splitlines()]
+    for x in known:  # golds the fake target cannot match: some throughput answers are wrong
+        x["answer"] = -1.0 if x["group"] == "si" else x["answer"]
+    dataset = tmp_path / "half_wrong.jsonl"
+    dataset.write_text("\n".join(json.dumps(x) for x in known), encoding="utf-8")
+    out = tmp_path / "out"
+    with SandboxPool(size=2) as sandbox:
+        results = run_seeds(
+            dataset=str(dataset),
+            methods=["pot", "minicache"],
+            target=FakeTarget(),
+            small=FakeSmall(),
+            embedder=HashEmbedder(),
+            out=out,
+            limit=6,
+            seeds=[1, 2],
+            concurrency=[1, 2],
+            throughput_requests=5,
+            sandbox=sandbox,
+            command="test",
+            background_builds=False,
+        )
+    assert set(results["methods"]) == {"pot", "minicache"}  # throughput rows are not methods
+    for seed in (1, 2):
+        run = json.loads((out / f"seed{seed}" / "results.json").read_text())
+        rows = [
+            json.loads(x) for x in (out / f"seed{seed}" / "requests.jsonl").read_text().splitlines()
+        ]
+        for name in ("pot", "minicache"):
+            for c in ("1", "2"):
+                mine = [r for r in rows if r["method"] == f"{name}@c{c}"]
+                assert len(mine) == 5 and all(
+                    {"answer", "correct", "latency_s"} <= set(r) for r in mine
+                )
+                assert all(r["correct"] == (r["group"] == "cr") for r in mine)
+                accuracy = run["methods"][name]["throughput_accuracy"][c]
+                assert accuracy == sum(r["correct"] for r in mine) / 5
+                assert f" ({accuracy:.1%})" in (out / f"seed{seed}" / "report.md").read_text()
+        assert 0 < accuracy < 1  # both groups were among the held-out requests
+        assert "accuracy of those answers" in (out / f"seed{seed}" / "report.md").read_text()
 
 
 def test_pad_context_reruns_the_first_requests_with_filler_and_reports_each_length(tmp_path):
