@@ -108,7 +108,7 @@ def parse_object(text: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text[start : end + 1])
-    except json.JSONDecodeError:
+    except ValueError:  # malformed, or an integer longer than the interpreter converts
         return None
     return value if isinstance(value, dict) else None
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from minicache.errors import StepParseError as ParseError  # re-exported under its old name
+from minicache.stepcache.bounds import MAX_DIGITS, values_fit
 
 TOLERANCE = Fraction(1, 100)  # answers and step values within 0.01 (steps may round, e.g. 3.33)
 
@@ -96,16 +97,25 @@ class _Parser:
             self.i += 1
             return inner
         if tok[0].isdigit():
+            if len(tok) > MAX_DIGITS + 1:  # digits and a decimal point
+                raise ParseError(f"a number longer than {MAX_DIGITS} digits")
             return Linear(Fraction(0), Fraction(tok))
         if tok == self.variable:
             return Linear(Fraction(1), Fraction(0))
         raise ParseError(f"unknown symbol {tok!r}")
 
 
+def _bounded(value: Linear) -> Linear:
+    """``value``, unless a product or quotient grew past what StepCache takes (:mod:`.bounds`)."""
+    if not values_fit((value.coef, value.const)):
+        raise ParseError(f"a value longer than {MAX_DIGITS} digits")
+    return value
+
+
 def _mul(a: Linear, b: Linear) -> Linear:
     if a.coef and b.coef:
         raise ParseError("not linear (the unknown times itself)")
-    return Linear(a.coef * b.const + b.coef * a.const, a.const * b.const)
+    return _bounded(Linear(a.coef * b.const + b.coef * a.const, a.const * b.const))
 
 
 def _div(a: Linear, b: Linear) -> Linear:
@@ -113,7 +123,7 @@ def _div(a: Linear, b: Linear) -> Linear:
         raise ParseError("not linear (division by the unknown)")
     if b.const == 0:
         raise ParseError("division by zero")
-    return Linear(a.coef / b.const, a.const / b.const)
+    return _bounded(Linear(a.coef / b.const, a.const / b.const))
 
 
 def parse_linear(text: str, variable: str) -> Linear:
@@ -284,7 +294,7 @@ def read_answer(req: LinearRequest, line: str) -> Fraction | None:
     )
     pattern = pattern.replace(r"\ ", r"\s*")
     m = re.fullmatch(rf"\s*{pattern}\s*\.?\s*", line.strip())
-    if not m:
+    if not m or len(m.group(1)) > 2 * MAX_DIGITS + 3:  # not a value StepCache takes
         return None
     num, _, den = m.group(1).partition("/")
     return Fraction(num) / Fraction(den) if den else Fraction(num)
@@ -316,15 +326,8 @@ def _base_values(req: LinearRequest) -> list[Fraction]:
     """The values a worked solution's numbers are made of: the equation's constants, the collected
     coefficient and constant, both sides' parts and the solution."""
     a, b = req.lhs.coef - req.rhs.coef, req.rhs.const - req.lhs.const
-    return list(req.constants) + [
-        a,
-        b,
-        solve(req),
-        req.lhs.coef,
-        req.lhs.const,
-        req.rhs.coef,
-        req.rhs.const,
-    ]
+    sides = [req.lhs.coef, req.lhs.const, req.rhs.coef, req.rhs.const]
+    return [*req.constants, a, b, solve(req), *sides]
 
 
 def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[Fraction]]:
@@ -338,9 +341,8 @@ def _expressions(old: LinearRequest, new: LinearRequest) -> dict[Fraction, list[
         if abs(n) not in table.setdefault(key, []):
             table[key].append(abs(n))
 
-    for o, n in zip(
-        ob, nb, strict=True
-    ):  # same frame, same constants: the loops below index both alike
+    # same frame, same constants: the loops below index both alike
+    for o, n in zip(ob, nb, strict=True):
         add(o, n)
     for i in range(len(ob)):
         for j in range(len(ob)):
@@ -376,11 +378,15 @@ def lift_steps(
             renamed = answer_line(new, answer)
         pieces = _NUMBER.split(renamed)
         numbers = _NUMBER.findall(renamed)
-        options = [table.get(Fraction(n), []) or [Fraction(n)] for n in numbers]
+        options = [
+            table.get(Fraction(n), []) or [Fraction(n)] if len(n) <= MAX_DIGITS + 1 else [None]
+            for n in numbers
+        ]
         first = None
         for choice in itertools.islice(itertools.product(*options), max_choices):
             text = pieces[0] + "".join(
-                fmt_number(v) + rest for v, rest in zip(choice, pieces[1:], strict=True)
+                (n if v is None else fmt_number(v)) + rest
+                for v, n, rest in zip(choice, numbers, pieces[1:], strict=True)
             )
             first = first or text
             if check_step(new, text) is None and (not last or check_final(new, text) is None):
