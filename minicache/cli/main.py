@@ -105,7 +105,7 @@ def serve(
     log_level: str,
     insecure_no_auth: bool,
 ) -> None:
-    """Serve MiniCache as an OpenAI-compatible API (POST /v1/chat/completions, /v1/solve, /admin/*, /metrics, /health).
+    """Serve MiniCache as an OpenAI-compatible API (/v1, /admin, /dashboard, /docs, /ready, /metrics).
 
     Models are the configured ones (`minicache config`). The engine's options are the config file's
     [engine], then --config's [engine], then MINICACHE_ENGINE_<KEY>, then --engine-option KEY=VALUE
@@ -115,18 +115,35 @@ def serve(
     Without API keys in --config, auth is off and the server refuses a non-loopback --host unless
     --insecure-no-auth is given; the admin endpoints always need an admin key.
     """
+    from minicache.config.models import load_engine_config, load_settings
+    from minicache.engine import MiniCache
     from minicache.server import serve as run_server
+    from minicache.server.config import load_server_config, server_file_settings
+    from minicache.server.runner import check_exposure
+    from minicache.server.startup import banner, check_store
 
+    # Everything is checked before any model loads; each problem is one "error:" line (_Group).
+    check_store(store)
+    settings = load_settings()
+    server_config = load_server_config(config_file)
+    from_file = server_file_settings(config_file) if config_file else []
+    engine_config = load_engine_config(extra=from_file, options=engine_options)
+    check_exposure(host, server_config, insecure_no_auth)
     click.echo("loading models...", err=True)
-    run_server(
-        host=host,
-        port=port,
-        store=store,
-        config=config_file,
-        engine_options=engine_options,
-        log_level=log_level,
-        insecure_no_auth=insecure_no_auth,
-    )  # errors: one "error:" line (_Group)
+    engine = MiniCache.local(store, config=engine_config)
+    try:
+        click.echo(banner(host, port, store, server_config.auth_enabled, settings), err=True)
+        run_server(
+            host=host,
+            port=port,
+            store=store,
+            config=server_config,
+            engine=engine,
+            log_level=log_level,
+            insecure_no_auth=insecure_no_auth,
+        )
+    finally:
+        engine.close()
 
 
 def _plugin_commands() -> list[click.Command]:

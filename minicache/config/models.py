@@ -30,11 +30,13 @@ lookup); ``MINICACHE_ENGINE_<KEY>`` for every engine option (``MINICACHE_ENGINE_
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from minicache.config.engine import ROUTE_EMBEDDERS
 from minicache.config.settings import (
@@ -127,6 +129,9 @@ def config_path() -> Path:
 
 def _file_layer(path: Path | None) -> tuple[list[Setting], str]:
     """The config file's settings and its name, or nothing and "defaults" when there is no file."""
+    if path is None and os.environ.get("MINICACHE_CONFIG") and not config_path().exists():
+        # Named on purpose, so a missing file is a typo, not a wish for the defaults.
+        raise ConfigError(f"$MINICACHE_CONFIG names {config_path()}, which does not exist")
     path = path or config_path()
     if not path.exists():
         return [], "defaults"
@@ -230,6 +235,18 @@ def validate(settings: Settings) -> None:
                     f"[{role}] backend 'openai' needs base_url and model "
                     f"(MINICACHE_{role.upper()}_URL / MINICACHE_{role.upper()}_MODEL)"
                 )
+            url = urlsplit(rs.base_url)
+            if url.scheme not in ("http", "https") or not url.hostname or " " in rs.base_url:
+                raise ConfigError(
+                    f"[{role}] base_url must be an http:// or https:// URL with a host, "
+                    f"like http://gpu-box:8000/v1, not {rs.base_url!r}"
+                )
+            try:
+                url.port  # noqa: B018 - reading it checks the port
+            except ValueError:
+                raise ConfigError(
+                    f"[{role}] base_url has an invalid port: {rs.base_url!r}"
+                ) from None
             if rs.profile not in PROFILES:
                 raise ConfigError(
                     f"[{role}] profile must be one of {', '.join(sorted(PROFILES))}, not {rs.profile!r}"
@@ -242,9 +259,21 @@ def validate(settings: Settings) -> None:
 BackendFactory = Callable[[str, RoleSettings, Settings], ModelBackend]
 
 
+def require_embedded() -> None:
+    """The embedded models run on llama-cpp-python, an extra (it compiles llama.cpp): a clear
+    error naming it, before anything loads, when it is not installed."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ConfigError(
+            "the embedded models need llama-cpp-python, which is not installed: "
+            "pip install 'minicache-llm[embedded]' (or `make setup`), or point the target and the "
+            "small model at an OpenAI-compatible server (MINICACHE_TARGET_URL, MINICACHE_SMALL_URL)"
+        )
+
+
 def _embedded(role: str, rs: RoleSettings, settings: Settings) -> ModelBackend:
     from minicache.models.llamacpp import LlamaCppBackend
 
+    require_embedded()
     return LlamaCppBackend.embedded(role, n_ctx=settings.n_ctx)
 
 
@@ -272,6 +301,8 @@ def build_backends(settings: Settings | None = None) -> tuple[ModelBackend, Mode
     configured speculative mode becomes the target's default.
     """
     settings = settings or load_settings()
+    if "embedded" in (settings.target.backend, settings.small.backend):
+        require_embedded()
     small = BACKENDS[settings.small.backend]("small", settings.small, settings)
     if settings.target.backend == "embedded":
         from minicache.models.llamacpp import LlamaCppBackend

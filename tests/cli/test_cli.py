@@ -166,7 +166,7 @@ def test_version():
 
 def test_config_shows_settings_with_the_api_key_masked(tmp_path):
     env = {
-        "MINICACHE_CONFIG": str(tmp_path / "none.toml"),
+        "MINICACHE_CONFIG": empty_config(tmp_path),
         "MINICACHE_TARGET_URL": "http://gpu:8000/v1",
         "MINICACHE_TARGET_MODEL": "qwen",
         "MINICACHE_TARGET_API_KEY": "sk-secret",
@@ -181,7 +181,7 @@ def test_config_shows_settings_with_the_api_key_masked(tmp_path):
 def test_config_error_is_one_line(tmp_path):
     result = cli(
         "config",
-        env={"MINICACHE_CONFIG": str(tmp_path / "none.toml"), "MINICACHE_SPECULATIVE": "warp"},
+        env={"MINICACHE_CONFIG": empty_config(tmp_path), "MINICACHE_SPECULATIVE": "warp"},
     )
     one_error_line(result, "speculative must be one of")
 
@@ -226,6 +226,13 @@ def test_serve_checks_its_arguments():
     assert result.exit_code == 2 and "--config" in result.stderr
 
 
+def empty_config(folder) -> str:
+    """A models config file with nothing in it: the defaults, whatever ~/.config holds."""
+    path = folder / "empty.toml"
+    path.write_text("", encoding="utf-8")
+    return str(path)
+
+
 @pytest.fixture
 def served(tmp_path, monkeypatch):
     """``serve`` on fakes: MiniCache.local builds the engine on the fake models with the config it is
@@ -249,7 +256,7 @@ def served(tmp_path, monkeypatch):
     monkeypatch.setattr(
         uvicorn.Server, "run", lambda self, sockets=None: apps.append(self.config.app)
     )
-    monkeypatch.setenv("MINICACHE_CONFIG", str(tmp_path / "absent.toml"))
+    monkeypatch.setenv("MINICACHE_CONFIG", empty_config(tmp_path))
     for name in [n for n in os.environ if n.startswith(("MINICACHE_ENGINE_", "MINICACHE_SERVER_"))]:
         monkeypatch.delenv(name)
     return apps
@@ -297,6 +304,50 @@ def test_serve_refuses_a_bad_engine_option_before_the_models_load(served, monkey
     assert served == []
 
 
+def test_serve_reports_config_errors_before_the_models_load(served, monkeypatch, tmp_path):
+    from minicache.engine import MiniCache
+
+    monkeypatch.setattr(MiniCache, "local", lambda *a, **k: pytest.fail("the models were loaded"))
+    result = cli("serve", env={"MINICACHE_CONFIG": str(tmp_path / "typo.toml")})
+    one_error_line(result, "$MINICACHE_CONFIG names")
+    assert "typo.toml, which does not exist" in result.stderr
+    for url in ("htp://gpu-box:8000/v1", "gpu-box:8000/v1", "http://:8000/v1", "http://h:99999/v1"):
+        result = cli("serve", env={"MINICACHE_TARGET_URL": url, "MINICACHE_TARGET_MODEL": "m"})
+        one_error_line(result, "[target] base_url")
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    result = cli("serve", "--store", str(missing))
+    one_error_line(result, "in a folder that does not exist")
+    assert not (tmp_path / "no").exists()  # never created
+    assert served == []
+
+
+def test_serve_prints_one_banner_line_with_urls_auth_store_and_target(served, tmp_path):
+    store = tmp_path / "cache.db"
+    result = cli("serve", "--port", "8123", "--store", str(store))
+    assert result.exit_code == 0, result.stderr
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("minicache serving on")]
+    assert (
+        "http://127.0.0.1:8123/v1" in line and "dashboard http://127.0.0.1:8123/dashboard" in line
+    )
+    assert "auth off" in line and f"store {store}" in line and "target embedded" in line
+
+
+def test_embedded_models_without_llama_cpp_name_the_extra(monkeypatch):
+    import importlib.util
+
+    from minicache.config import models
+    from minicache.errors import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llama_cpp" else real(name, *a),
+    )
+    with pytest.raises(ConfigError, match=r"minicache-llm\[embedded\]"):
+        models.build_backends(models.Settings())
+
+
 def test_config_shows_the_engine_and_with_config_the_server_without_its_keys(tmp_path):
     path = tmp_path / "server.toml"
     path.write_text(
@@ -304,7 +355,7 @@ def test_config_shows_the_engine_and_with_config_the_server_without_its_keys(tmp
         "[limits]\nburst = 7\n[engine]\nbuild_after = 6\n",
         encoding="utf-8",
     )
-    env = {"MINICACHE_CONFIG": str(tmp_path / "none.toml"), "MINICACHE_ENGINE_AUDIT_RATE": "0.5"}
+    env = {"MINICACHE_CONFIG": empty_config(tmp_path), "MINICACHE_ENGINE_AUDIT_RATE": "0.5"}
     result = cli("config", "--config", str(path), "--engine-option", "frozen=true", env=env)
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
@@ -321,9 +372,7 @@ def test_config_shows_the_engine_and_with_config_the_server_without_its_keys(tmp
 def test_config_names_an_unknown_key_in_the_server_file(tmp_path):
     path = tmp_path / "server.toml"
     path.write_text("[limits]\nbodytimeout = 3\n", encoding="utf-8")
-    result = cli(
-        "config", "--config", str(path), env={"MINICACHE_CONFIG": str(tmp_path / "none.toml")}
-    )
+    result = cli("config", "--config", str(path), env={"MINICACHE_CONFIG": empty_config(tmp_path)})
     one_error_line(result, str(path), "unknown key 'limits.bodytimeout'", "body_timeout_s")
 
 
