@@ -123,3 +123,24 @@ def test_ready_and_health_need_no_key(make):
     assert rig.client.get("/health").status_code == 200
     assert rig.client.get("/ready").status_code == 200
     assert httpx.codes.is_success(rig.client.get("/docs").status_code)
+
+
+def test_every_option_is_in_the_committed_reference_with_its_default_and_a_description():
+    from pathlib import Path
+
+    from minicache.server import reference
+
+    text = reference.render()
+    rows = {
+        line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")
+    }
+    for key in reference.options():
+        [row] = [line for name, line in rows.items() if name.startswith(f"`{key}`")]
+        description = row.rstrip(" |").rsplit("|", 1)[1].strip()
+        assert description, f"{key} has no description: comment its field or add it to NOTES"
+    for name in reference.env_variables():
+        assert name in text, name
+    committed = Path(__file__).parents[2] / "docs" / "configuration.md"
+    assert committed.read_text(encoding="utf-8") == text, (
+        "docs/configuration.md is stale: python -m minicache.server.reference > docs/configuration.md"
+    )
