@@ -14,6 +14,7 @@ from typing import Any
 from minicache.build.builder import Builder
 from minicache.build.failures import backing_off
 from minicache.config.engine import EngineConfig
+from minicache.models.compute import working_for
 
 log = logging.getLogger(__name__)
 
@@ -56,14 +57,19 @@ class BuildQueue:
             if running is not None and not running.done():
                 return
             if self.config.background_builds:
-                future = self.executor.submit(self.builder.build, tenant, group_id)
+                future = self.executor.submit(self._build, tenant, group_id)
                 future.add_done_callback(lambda done: self._done(tenant, group_id, done))
                 self.running[key] = future
                 return
         try:
-            self.builder.build(tenant, group_id)
+            self._build(tenant, group_id)
         except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
             self._crashed(tenant, group_id, exc)
+
+    def _build(self, tenant: str, group_id: str) -> Any:
+        """The build, as the tenant's work: its sandbox jobs take the tenant's turns."""
+        with working_for(tenant):
+            return self.builder.build(tenant, group_id)
 
     def _early(self, n_examples: int) -> bool:
         """Whether a group with fewer than ``build_after`` examples may be built early: it has

@@ -29,6 +29,7 @@ from minicache.hit.model_record import model_declined
 from minicache.hit.refusals import LEARNABLE, revise
 from minicache.hit.verify import MODEL_PATHS, ZERO_MODEL_PATHS, HitVerifier
 from minicache.miss.path import MissPath
+from minicache.models.compute import working_for
 from minicache.programs.signature import answers_match
 from minicache.request import request_text
 from minicache.sandbox import SandboxPool
@@ -91,7 +92,7 @@ class HitPath:
             raise
         by_model = extraction.method in MODEL_PATHS
         timings["extract_s"] = extraction.seconds
-        run = self.sandbox.run(entry.program, extraction.variables)
+        run = self.sandbox.run(entry.program, extraction.variables, tenant=tenant)
         timings["sandbox_s"] = run.seconds
         value = check_answer(run.value)
         try:
@@ -159,13 +160,17 @@ class HitPath:
         if refused.check in LEARNABLE and refused.readings and reference is not None:
             self._background(self.review_refusal, tenant, entry, refused, reference)
 
-    def _background(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def _background(self, fn: Callable[..., Any], tenant: str, *args: Any, **kwargs: Any) -> None:
+        def run() -> Any:
+            with working_for(tenant):  # its sandbox jobs and misses take the tenant's turns
+                return fn(tenant, *args, **kwargs)
+
         if not self.config.background_builds:
-            fn(*args, **kwargs)
+            run()
             return
         with self._lock:
             self._audits = [f for f in self._audits if not f.done()]
-            self._audits.append(self.submit(fn, *args, **kwargs))
+            self._audits.append(self.submit(run))
 
     def review_refusal(
         self, tenant: str, entry: Entry, refused: HitRefused, reference: Any

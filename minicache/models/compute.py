@@ -30,7 +30,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 DEFAULT_BACKGROUND_SHARE = 0.2
 MAX_CREDIT_S = 5.0
@@ -213,3 +216,142 @@ class ComputeLock:
 
 
 CPU_LOCK = ComputeLock()
+
+
+# -- whose work it is, and fair admission among tenants ----------------------------------------
+
+_tenant: ContextVar[str | None] = ContextVar("minicache_tenant", default=None)
+
+
+@contextmanager
+def working_for(tenant: str) -> Iterator[None]:
+    """Mark the work done inside as ``tenant``'s, for the fair gates below (the sandbox's workers,
+    StepCache's checks). A context variable: a thread started by ``asyncio.to_thread`` or anyio
+    inherits it, a ``ThreadPoolExecutor`` task does not (wrap what it runs)."""
+    token = _tenant.set(tenant)
+    try:
+        yield
+    finally:
+        _tenant.reset(token)
+
+
+def current_tenant() -> str | None:
+    """The tenant the calling code works for (:func:`working_for`), or None when unmarked."""
+    return _tenant.get()
+
+
+class _Waiter:
+    __slots__ = ("tenant", "granted")
+
+    def __init__(self, tenant: str | None) -> None:
+        self.tenant, self.granted = tenant, False
+
+
+class FairGate:
+    """``slots`` holders at once, handed to waiting tenants in turn, with ``reserve`` slots kept for
+    tenants that hold none.
+
+    One tenant's load must not delay another's cache hits: a plain semaphore (or queue) serves in
+    arrival order, so a tenant sending sixteen programs that run to their time limit holds every
+    slot and another tenant's 10 ms hit waits seconds behind them. Here waiting tenants take turns
+    (one grant each, round robin, whatever their number of waiters), and a tenant that already
+    holds a slot may not take the last ``reserve`` free ones: those are for a tenant that holds
+    none, so its first job starts at once. Work not marked with a tenant (tests, the CLI) takes
+    turns as one more tenant but is not held back by the reserve. Thread-safe.
+    """
+
+    def __init__(self, slots: int, reserve: int = 1) -> None:
+        if slots < 1:
+            raise ValueError("a FairGate needs at least one slot")
+        self.slots = slots
+        self.reserve = min(reserve, slots - 1)
+        self._free = slots
+        self._held: dict[str | None, int] = {}
+        self._waiting: dict[str | None, deque[_Waiter]] = {}  # in turn order (dicts keep order)
+        self._cond = threading.Condition(threading.Lock())
+
+    def held(self, tenant: str | None) -> int:
+        with self._cond:
+            return self._held.get(tenant, 0)
+
+    def acquire(self, tenant: str | None, timeout: float | None = None) -> bool:
+        """Take a slot for ``tenant``; False if none was granted within ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        me = _Waiter(tenant)
+        with self._cond:
+            self._waiting.setdefault(tenant, deque()).append(me)
+            self._grant()
+            while not me.granted:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    queue = self._waiting[tenant]
+                    queue.remove(me)
+                    if not queue:
+                        del self._waiting[tenant]
+                    self._grant()  # a tenant behind this one may now be admissible
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def release(self, tenant: str | None) -> None:
+        with self._cond:
+            held = self._held.get(tenant, 0)
+            if held <= 0:
+                raise RuntimeError(f"release of a FairGate slot tenant {tenant!r} does not hold")
+            if held == 1:
+                del self._held[tenant]
+            else:
+                self._held[tenant] = held - 1
+            self._free += 1
+            self._grant()
+
+    @contextmanager
+    def slot(self, tenant: str | None, timeout: float | None = None) -> Iterator[bool]:
+        """Hold a slot for the block; yields whether one was granted (the block runs either way)."""
+        got = self.acquire(tenant, timeout)
+        try:
+            yield got
+        finally:
+            if got:
+                self.release(tenant)
+
+    def _admissible(self, tenant: str | None) -> bool:
+        if self._free <= 0:
+            return False
+        return tenant is None or not self._held.get(tenant) or self._free > self.reserve
+
+    def _grant(self) -> None:
+        """Hand free slots to waiting tenants in turn (under the lock); a tenant served goes last."""
+        granted = False
+        progress = True
+        while self._free > 0 and progress:
+            progress = False
+            for tenant in list(self._waiting):
+                if not self._admissible(tenant):
+                    continue
+                queue = self._waiting.pop(tenant)
+                waiter = queue.popleft()
+                if queue:
+                    self._waiting[tenant] = queue  # back of the turn order
+                waiter.granted = True
+                self._held[tenant] = self._held.get(tenant, 0) + 1
+                self._free -= 1
+                granted = progress = True
+                break
+        if granted:
+            self._cond.notify_all()
+
+
+CPU_SECTIONS = FairGate(max(2, os.cpu_count() or 1))
+"""The in-process CPU-heavy sections (StepCache's exact checks): as many at once as there are
+cores, one tenant never all of them."""
+
+
+@contextmanager
+def cpu_section(tenant: str | None = None) -> Iterator[None]:
+    """Run a CPU-heavy section in :data:`CPU_SECTIONS`, for ``tenant`` (or :func:`current_tenant`).
+
+    Python threads share one interpreter lock, so a cache hit's few milliseconds of Python wait for
+    every CPU-bound thread in turn; bounding one tenant's CPU-bound threads bounds that wait."""
+    with CPU_SECTIONS.slot(tenant if tenant is not None else current_tenant()):
+        yield

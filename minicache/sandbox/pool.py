@@ -4,7 +4,10 @@
 with a child already forked and waiting, so a cache hit never pays a process start. The pool
 enforces the wall clock: a job past it takes its zygote with it (killed with its process group and
 replaced in the background); a job past its CPU limit is killed by the kernel and its zygote
-carries on.
+carries on. Workers are handed out by a :class:`~minicache.models.compute.FairGate`: tenants take
+turns, and one worker stays free for a tenant that holds none, so that one tenant's programs
+running to their time limit cannot hold every worker while another tenant's hit waits. A timed-out
+job's tenant keeps its slot until the worker that replaces the killed one is ready.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minicache.errors import SandboxError, SandboxUnavailable, SandboxViolation
+from minicache.models.compute import FairGate, current_tenant
 from minicache.sandbox.policy import check_program
 from minicache.sandbox.worker import OS_LAYER_ENV, Worker
 
@@ -91,6 +95,7 @@ class SandboxPool:
             warnings.warn(message, RuntimeWarning, stacklevel=2)
             _log.warning(message)
         self._idle: queue.Queue[Worker] = queue.Queue()
+        self._gate = FairGate(size)
         self._closed = False
         self.stats = {
             "runs": 0,
@@ -120,14 +125,17 @@ class SandboxPool:
         with self._stats_lock:
             self.stats[key] += 1
 
-    def _replace(self, worker: Worker) -> None:
+    def _replace(self, worker: Worker, tenant: str | None) -> None:
         def spawn() -> None:
-            worker.kill()
-            if not self._closed:
-                try:
-                    self._idle.put(self._start())
-                except SandboxError as exc:
-                    _log.error("could not replace a sandbox worker: %s", exc)
+            try:
+                worker.kill()
+                if not self._closed:
+                    try:
+                        self._idle.put(self._start())
+                    except SandboxError as exc:
+                        _log.error("could not replace a sandbox worker: %s", exc)
+            finally:
+                self._gate.release(tenant)  # the job's tenant waited for the replacement
 
         self._count("replaced")
         with self._stats_lock:
@@ -142,8 +150,10 @@ class SandboxPool:
         *,
         function: str = "solve",
         timeout_s: float | None = None,
+        tenant: str | None = None,
     ) -> SandboxResult:
-        """Check ``source`` against the policy, then call ``function(**kwargs)`` in a fresh child.
+        """Check ``source`` against the policy, then call ``function(**kwargs)`` in a fresh child,
+        for ``tenant`` (by default :func:`~minicache.models.compute.current_tenant`).
 
         Raises :class:`SandboxViolation` (not run) or :class:`SandboxError` (ran and failed).
         """
@@ -162,24 +172,31 @@ class SandboxPool:
             json.dumps(job)
         except (TypeError, ValueError) as exc:
             raise SandboxError(f"arguments are not JSON-serializable: {exc}") from exc
-        try:
-            worker = self._idle.get(timeout=60)
+        tenant = tenant if tenant is not None else current_tenant()
+        busy = SandboxError("no sandbox worker became free within 60 s", kind="busy")
+        began = time.monotonic()
+        if not self._gate.acquire(tenant, timeout=60):
+            raise busy
+        try:  # a slot granted, a worker is idle or being replaced
+            worker = self._idle.get(timeout=max(0.1, 60 - (time.monotonic() - began)))
         except queue.Empty:
-            raise SandboxError("no sandbox worker became free within 60 s", kind="busy") from None
+            self._gate.release(tenant)
+            raise busy from None
         began = time.perf_counter()
         try:
             reply = worker.request(job, wall)
         except SandboxError as exc:  # the wall clock ran out, or the zygote failed: start another
             self._count("timeouts" if exc.kind == "timeout" else "crashes")
-            self._replace(worker)
+            self._replace(worker, tenant)
             raise
         except BaseException:
             # Anything else (an interrupt, a bug): the worker's state is unknown, so it is
             # replaced too; kept out of the pool, it would be lost for good.
             self._count("crashes")
-            self._replace(worker)
+            self._replace(worker, tenant)
             raise
         self._idle.put(worker)
+        self._gate.release(tenant)
         self._count("runs")
         if not reply.get("ok"):
             kind = str(reply.get("kind", "error"))

@@ -33,6 +33,7 @@ from minicache.answers import Route
 from minicache.config.engine import StepConfig
 from minicache.errors import NotAStepTask
 from minicache.models.base import ModelBackend
+from minicache.models.compute import cpu_section
 from minicache.route.router import Embedder, embed_request
 from minicache.stepcache import jsontask
 from minicache.stepcache.entrance import StepRequest, parse, task_of
@@ -77,7 +78,22 @@ class StepCache:
         request: StepRequest | None = None,
     ) -> StepOutcome:
         """Serve one request; ``reuse=False`` generates in full (still checked, patched and recorded).
-        ``request`` is ``parse(question)`` when the caller has already parsed it."""
+        ``request`` is ``parse(question)`` when the caller has already parsed it.
+
+        Exact checks are CPU-bound Python: they run as a CPU-heavy section of the tenant's
+        (:func:`~minicache.models.compute.cpu_section`), so that one tenant's many requests cannot
+        take the interpreter from another tenant's hits."""
+        with cpu_section(tenant):
+            return self._solve(question, tenant, record, reuse, request)
+
+    def _solve(
+        self,
+        question: str,
+        tenant: str,
+        record: bool,
+        reuse: bool,
+        request: StepRequest | None,
+    ) -> StepOutcome:
         req = request or parse(question)  # 1. parse
         if req is None:
             raise NotAStepTask(_NOT_A_STEP_TASK)

@@ -15,11 +15,16 @@ from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
 from minicache.config.engine import AdmissionConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.models.compute import (
+    CPU_SECTIONS,
     ComputeLock,
+    FairGate,
     _share_from_env,
+    cpu_section,
+    current_tenant,
     is_background_thread,
     mark_background_thread,
     thread_waited_s,
+    working_for,
 )
 from minicache.store import SQLiteStore
 
@@ -313,3 +318,65 @@ def test_a_request_reports_the_seconds_it_waited_for_the_compute_lock(tmp_path, 
         mc.close()
     assert result.lock_wait_s >= 0.2
     assert result.timings["route_s"] >= result.lock_wait_s - 0.01  # the wait was routing's
+
+
+# -- fair admission among tenants -----------------------------------------------------------------
+
+
+def _acquire_in_thread(gate, tenant, order, lock):
+    def run():
+        gate.acquire(tenant)
+        with lock:
+            order.append(tenant)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_fair_gate_keeps_a_slot_for_a_tenant_that_holds_none():
+    gate = FairGate(2)
+    assert gate.acquire("a", timeout=0)
+    assert not gate.acquire("a", timeout=0.05)  # the last free slot is the reserve
+    began = time.perf_counter()
+    assert gate.acquire("b", timeout=1)  # ... which b takes at once
+    assert time.perf_counter() - began < 0.05
+    gate.release("a")
+    assert gate.held("a") == 0 and gate.held("b") == 1
+    assert gate.acquire(None, timeout=0) and gate.acquire("c", timeout=0) is False
+
+
+def test_fair_gate_gives_waiting_tenants_turns_not_arrival_order():
+    gate = FairGate(1)
+    order: list[str] = []
+    lock = threading.Lock()
+    assert gate.acquire("x")
+    threads = []
+    for tenant in ("a", "a", "a", "b"):  # b arrives last, behind three of a's
+        threads.append(_acquire_in_thread(gate, tenant, order, lock))
+        time.sleep(0.02)
+    for expected in (["a"], ["a", "b"], ["a", "b", "a"], ["a", "b", "a", "a"]):
+        gate.release("x" if len(order) == 0 else order[-1])
+        deadline = time.monotonic() + 2
+        while len(order) < len(expected) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert order == expected
+    for t in threads:
+        t.join(1)
+
+
+def test_working_for_marks_the_tenant_and_cpu_sections_bound_one_tenants_threads():
+    assert current_tenant() is None
+    with working_for("a"):
+        assert current_tenant() == "a"
+        with cpu_section():
+            assert CPU_SECTIONS.held("a") == 1
+    assert current_tenant() is None and CPU_SECTIONS.held("a") == 0
+    held = [CPU_SECTIONS.acquire("a", timeout=0) for _ in range(CPU_SECTIONS.slots)]
+    try:
+        assert held.count(True) == CPU_SECTIONS.slots - 1  # one section left for other tenants
+        with cpu_section("b"):
+            assert CPU_SECTIONS.held("b") == 1
+    finally:
+        for _ in range(held.count(True)):
+            CPU_SECTIONS.release("a")
