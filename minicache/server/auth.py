@@ -172,3 +172,50 @@ class FailedAuthThrottle:
 
     def failed(self, client: str) -> None:
         self.buckets.acquire(client)
+
+
+def _is_api_path(path: str) -> bool:
+    return path.startswith(("/v1/", "/admin/"))
+
+
+def refuse_before_body(
+    auth: Authenticator,
+    throttle: FailedAuthThrottle,
+    path: str,
+    authorization: str | None,
+    client: str,
+) -> ApiError | None:
+    """The answer for an API request whose key already decides it, before its body is read, or None.
+
+    The routers check the key again and give the same answers; checking it here, from the headers
+    alone, means a request without a valid key is answered at once instead of holding a slot (and a
+    connection) while its body trickles in. A wrong key counts against ``client``'s throttle here,
+    and only here, since it never reaches the routers."""
+    if not _is_api_path(path):
+        return None
+    if not authorization:
+        if auth.enabled:
+            return ApiError(
+                401,
+                "Missing API key: send 'Authorization: Bearer <key>'.",
+                code="missing_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if path.startswith("/admin/"):
+            return ApiError(
+                401,
+                "Missing admin key: send 'Authorization: Bearer <admin key>'.",
+                code="missing_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return None
+    if not auth.enabled:
+        return None  # every caller is "default"; the admin endpoints judge their keys themselves
+    try:
+        throttle.check(client)
+        auth.authenticate(authorization, client)
+    except ApiError as exc:
+        if exc.status == 401:
+            throttle.failed(client)
+        return exc
+    return None

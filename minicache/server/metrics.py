@@ -22,6 +22,10 @@ from minicache.engine import MiniCache, SolveResult
 from minicache.models.compute import CPU_LOCK
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Label values come from fixed sets: a value a client makes up (a method, a path no route serves)
+# would otherwise add a series that lives as long as the process.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+OTHER = "other"
 _STAGE_BUCKETS = (
     0.0005,
     0.001,
@@ -217,6 +221,9 @@ class ServerMetrics:
 
     # -- HTTP -------------------------------------------------------------------------------
     def http_done(self, method: str, path: str, status: int, seconds: float) -> None:
+        """Count a response. ``path`` is a route's template (or :data:`OTHER`), never the raw path."""
+        method = method if method in HTTP_METHODS else OTHER
+        status = status if 100 <= status <= 599 else 500
         self.http.labels(method, path, str(status)).inc()
         self.http_seconds.labels(path).observe(seconds)
         if status >= 400:

@@ -1,12 +1,19 @@
 """The outermost guard (plain ASGI), applied before any endpoint runs:
 
+- the client's address: the peer's, or the one a trusted proxy forwarded (:mod:`.forwarded`);
 - body size: a ``Content-Length`` over the limit, or more bytes than that while reading -> 413;
 - body time: a body that has not fully arrived ``body_timeout_s`` after the request began -> 408, so a
   client that never finishes its body cannot hold a slot for long;
+- the API key, from the headers, before the body is read: an API request without a valid key is
+  answered 401 at once (:func:`.auth.refuse_before_body`);
 - requests in flight, per caller and in total -> 503 with ``Retry-After``. The caller is the tenant of
   the request's API key (the client address when the key is unknown or auth is off), so one tenant's
-  stalled or slow requests cannot take every slot;
+  stalled or slow requests cannot take every slot. With auth on, requests without a valid key (the
+  dashboard, unknown paths) share a small pool of their own and never take a tenant's slot;
 - HTTP metrics, and a last catch-all that answers 500 with a generic JSON error (never a traceback).
+
+A refusal sent before the body was read closes the connection, so the rest of the body need not be
+waited for.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from typing import Any
 
 import anyio
 
+from minicache.server.auth import refuse_before_body
 from minicache.server.errors import ApiError, send_error
-from minicache.server.metrics import ServerMetrics
+from minicache.server.forwarded import TrustedProxies
+from minicache.server.metrics import OTHER, ServerMetrics
 
 log = logging.getLogger("minicache.server")
 
@@ -47,8 +56,10 @@ class GuardMiddleware:
         self.body_timeout_s = body_timeout_s
         self.caller = caller
         self.metrics = metrics
-        self.inflight = 0  # only touched on the event loop, as is ``by_caller``
+        self.inflight = 0  # only touched on the event loop, as are the others below
         self.by_caller: dict[str, int] = {}
+        self.keyless_inflight = 0
+        self._proxies: tuple[Any, TrustedProxies] | None = None  # (the config, its proxies)
 
     def _too_large(self) -> ApiError:
         return ApiError(
@@ -57,35 +68,66 @@ class GuardMiddleware:
             code="request_too_large",
         )
 
-    def _admit(self, scope: dict[str, Any]) -> str:
-        """Take a slot for this request's caller, or 503."""
+    def _admit(self, scope: dict[str, Any], server: Any) -> tuple[str, bool]:
+        """Take a slot for this request's caller, or 503; the caller, and whether it is keyless."""
         who = self.caller(scope)
-        if self.by_caller.get(who, 0) >= self.max_per_caller:
+        keyless = server is not None and server.auth.enabled and who.startswith("ip:")
+        if keyless:
+            pool, inflight = server.config.max_inflight_keyless, self.keyless_inflight
+        else:
+            pool, inflight = self.max_inflight, self.inflight
+        per_caller = min(self.max_per_caller, pool)
+        if self.by_caller.get(who, 0) >= per_caller:
             raise ApiError(
                 503,
-                f"This caller already has {self.max_per_caller} requests in flight; retry shortly.",
+                f"This caller already has {per_caller} requests in flight; retry shortly.",
                 code="overloaded",
                 headers={"Retry-After": "1"},
             )
-        if self.inflight >= self.max_inflight:
+        if inflight >= pool:
             raise ApiError(
                 503,
-                f"The server is at its limit of {self.max_inflight} requests in flight; "
-                "retry shortly.",
+                f"The server is at its limit of {pool} requests in flight"
+                f"{' without a valid API key' if keyless else ''}; retry shortly.",
                 code="overloaded",
                 headers={"Retry-After": "1"},
             )
-        self.inflight += 1
+        if keyless:
+            self.keyless_inflight += 1
+        else:
+            self.inflight += 1
         self.by_caller[who] = self.by_caller.get(who, 0) + 1
         self.metrics.inflight.inc()
-        return who
+        return who, keyless
 
-    def _release(self, who: str) -> None:
-        self.inflight -= 1
+    def _release(self, who: str, keyless: bool) -> None:
+        if keyless:
+            self.keyless_inflight -= 1
+        else:
+            self.inflight -= 1
         left = self.by_caller.pop(who) - 1
         if left:
             self.by_caller[who] = left
         self.metrics.inflight.dec()
+
+    def _trusted(self, server: Any) -> TrustedProxies:
+        if self._proxies is None or self._proxies[0] is not server.config:
+            self._proxies = (server.config, TrustedProxies(server.config.trusted_proxies))
+        return self._proxies[1]
+
+    def _check_key(self, scope: dict[str, Any], server: Any, path: str) -> None:
+        """401 (or 429) from the headers alone, before the body (see the module docstring)."""
+        authorization = dict(scope.get("headers") or []).get(b"authorization")
+        client = (scope.get("client") or ("unknown", 0))[0]
+        refusal = refuse_before_body(
+            server.auth,
+            server.failed_auth,
+            path,
+            authorization.decode("latin-1") if authorization else None,
+            client,
+        )
+        if refusal is not None:
+            raise refusal
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -94,6 +136,9 @@ class GuardMiddleware:
         began = time.perf_counter()
         state = {"status": 500, "started": False}
         path = scope.get("path", "")
+        server = getattr(getattr(scope.get("app"), "state", None), "server", None)
+        if server is not None:
+            scope = self._trusted(server).resolve(scope)
 
         async def send_tracked(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
@@ -101,6 +146,7 @@ class GuardMiddleware:
             await send(message)
 
         who: str | None = None
+        keyless = False
         received = 0
         body_done = False
 
@@ -137,11 +183,15 @@ class GuardMiddleware:
                     else ApiError(400, "Invalid Content-Length header.")
                 )
             if path not in UNLIMITED_PATHS:
-                who = self._admit(scope)
+                if server is not None:
+                    self._check_key(scope, server, path)
+                who, keyless = self._admit(scope, server)
             await self.app(scope, receive_guarded, send_tracked)
         except ApiError as exc:
             if state["started"]:
                 raise
+            if not body_done and _has_body(scope):
+                exc.headers = {**(exc.headers or {}), "Connection": "close"}
             await send_error(send_tracked, exc)
         except Exception:
             log.exception("unhandled error in %s %s", scope.get("method"), path)
@@ -152,8 +202,15 @@ class GuardMiddleware:
             )
         finally:
             if who is not None:
-                self._release(who)
+                self._release(who, keyless)
             route = scope.get("route")
-            label = getattr(route, "path", None) or "<unmatched>"
+            label = getattr(route, "path", None) or OTHER  # a template: one of a fixed set
             elapsed = time.perf_counter() - began
             self.metrics.http_done(scope.get("method", ""), label, int(state["status"]), elapsed)
+
+
+def _has_body(scope: dict[str, Any]) -> bool:
+    """Whether the request announced a body (that the server would otherwise have to read out)."""
+    headers = dict(scope.get("headers") or [])
+    length = headers.get(b"content-length", b"0")
+    return b"transfer-encoding" in headers or (length.isdigit() and int(length) > 0)
