@@ -99,7 +99,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ benchmarks/pyprojec
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --force-reinstall --no-deps \
         "$WHEEL_DIR"/llama_cpp_python-*.whl
     "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar on \
-        -c requirements.lock -e ".[server,test]" -e benchmarks
+        -c requirements.lock -e ".[embedded,postgres,server,test]" -e benchmarks
     printf '%s\n' "$want_stamp" > "$stamp"
 fi
 

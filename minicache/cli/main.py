@@ -115,7 +115,7 @@ def serve(
     Without API keys in --config, auth is off and the server refuses a non-loopback --host unless
     --insecure-no-auth is given; the admin endpoints always need an admin key.
     """
-    from minicache.config.models import load_engine_config, load_settings
+    from minicache.config.models import load_engine_config, load_settings, require_embedded
     from minicache.engine import MiniCache
     from minicache.server import serve as run_server
     from minicache.server.config import load_server_config, server_file_settings
@@ -125,6 +125,8 @@ def serve(
     # Everything is checked before any model loads; each problem is one "error:" line (_Group).
     check_store(store)
     settings = load_settings()
+    if "embedded" in (settings.target.backend, settings.small.backend):
+        require_embedded()
     server_config = load_server_config(config_file)
     from_file = server_file_settings(config_file) if config_file else []
     engine_config = load_engine_config(extra=from_file, options=engine_options)

@@ -209,6 +209,13 @@ def check_engine(config: Any, prefix: str = "") -> None:
             f"engine option route_embedder must be one of {', '.join(ROUTE_EMBEDDERS)}, "
             f"not {config.route_embedder!r}"
         )
+    if not prefix and config.route_embedder == "minilm":
+        missing = [m for m in ("tokenizers", "safetensors") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ConfigError(
+                f"route_embedder 'minilm' needs {' and '.join(missing)}, not installed: "
+                "pip install 'minicache-llm[embedded]', or keep the default 'lexical'"
+            )
     if not prefix and config.validate_min > config.validate_n:
         raise ConfigError(
             f"engine option validate_min ({config.validate_min}) must not exceed validate_n "
