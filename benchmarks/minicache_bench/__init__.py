@@ -11,7 +11,13 @@ from minicache.config.engine import AdmissionConfig
 from minicache.miss.prompts import plain_pot_messages
 from minicache_bench.baselines import Method
 from minicache_bench.data import SEEDED, BenchRequest, load, pad_context, select
-from minicache_bench.methods import METHODS, build_method, canonical
+from minicache_bench.methods import (
+    METHODS,
+    RESULTS_FORMAT,
+    build_method,
+    canonical,
+    legacy_name,
+)
 from minicache_bench.report import reference, write_report
 from minicache_bench.runner import (
     group_purity,
@@ -77,7 +83,7 @@ def run_benchmark(
     ``scripts/bench_chunks.sh``): rows already recorded are read back, and minicache's admission
     estimates are restored from them (``MiniCacheMethod.resume``) so the next chunk decides as one
     continuous run would. The store in ``out`` keeps the groups, examples and entries.
-    Method names may be given by their earlier spellings (``gptcache``): see ``methods.ALIASES``.
+    Method names may be given by their earlier spellings (``gencache``): see ``methods.ALIASES``.
     """
     from minicache.sandbox import SandboxPool
 
@@ -111,6 +117,7 @@ def run_benchmark(
     results_path = out / "results.json"
     results: dict[str, Any] = {
         "config": {
+            "format": RESULTS_FORMAT,
             "dataset": dataset,
             "split": split,
             "methods": methods,
@@ -285,17 +292,19 @@ def _resume(
 
 
 def _renamed(results: dict[str, Any]) -> dict[str, Any]:
-    """results.json with methods written under an earlier name (``gptcache``) under the current one.
-    ``config.command`` is left as it was run: the old spellings are still accepted."""
-    results["methods"] = {canonical(k): v for k, v in results.get("methods", {}).items()}
+    """results.json with methods written under an earlier name under the current one (``gptcache``
+    for the re-implementation, in results written before ``config.format`` 2). ``config.command``
+    is left as it was run."""
+    config = results.get("config", {})
+    current = canonical if config.get("format", 1) >= RESULTS_FORMAT else legacy_name
+    results["methods"] = {current(k): v for k, v in results.get("methods", {}).items()}
     for per in results.get("per_seed", {}).values():
         for name in list(per):
-            per[canonical(name)] = per.pop(name)
-    config = results.get("config", {})
+            per[current(name)] = per.pop(name)
     if config.get("methods"):
-        config["methods"] = [canonical(m) for m in config["methods"]]
+        config["methods"] = [current(m) for m in config["methods"]]
     if config.get("subset"):
-        config["subset"] = {canonical(k): v for k, v in config["subset"].items()}
+        config["subset"] = {current(k): v for k, v in config["subset"].items()}
     return results
 
 

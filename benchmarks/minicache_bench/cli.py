@@ -72,8 +72,9 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
     "--methods",
     default="pot,minicache",
     show_default=True,
-    help="Comma-separated: direct, pot, pot-spec, exact, gptcache-like, gencache-like, minicache; for "
-    "structured outputs (stepcache-micro): no-reuse, no-reuse+solver, stepcache.",
+    help="Comma-separated: direct, pot, pot-spec, exact, gptcache (the GPTCache library), "
+    "gptcache-like (our re-implementation), gencache-like, minicache; for structured outputs "
+    "(stepcache-micro): no-reuse, no-reuse+solver, stepcache.",
 )
 @click.option(
     "--split",

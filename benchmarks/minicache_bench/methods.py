@@ -6,15 +6,18 @@
   program into a parameterized one when they build).
 * ``pot-spec`` - pot with the small model drafting for the target (speculative decoding).
 * ``exact``    - an exact-prompt cache in front of pot.
-* ``gptcache-like`` - GPTCache's documented behaviour, re-implemented here (the package is frozen
-  and its OpenAI adapter breaks on openai>=1), so not GPTCache itself: MiniLM embedding of the whole
+* ``gptcache`` - the real GPTCache library (its put/get API over ``init_similar_cache``: SQLite and
+  faiss, its default evaluation and threshold) with the same MiniLM embedder (minicache_bench.gptcache_method).
+* ``gptcache-like`` - GPTCache's documented behaviour, re-implemented here before the library was
+  measured beside it (its OpenAI adapter breaks on openai>=1): MiniLM embedding of the whole
   prompt, a cached answer is returned when cosine similarity >= 0.95, else pot and store.
 * ``gencache-like`` - GenCache (arXiv 2511.17565) as its paper describes it, re-implemented here:
   requests are clustered by prompt similarity (T_p = 0.8) and response similarity (T_r = 0.75); once
   a cluster has nu = 4 examples the target writes a regex extractor plus a program for it, accepted
   if gamma = 50% of the cluster's examples are reproduced; no small model.
-  Both were named ``gptcache`` and ``gencache`` before: those spellings stay accepted (``ALIASES``),
-  so committed commands still run and rows written under them are read back under the new names.
+  Both were named ``gptcache`` and ``gencache`` before. ``gencache`` stays accepted (``ALIASES``);
+  ``gptcache`` now names the library, and rows and results written under it by the re-implementation
+  are read back as ``gptcache-like`` (``row_method``, ``LEGACY_ALIASES``).
 * ``minicache`` - this project's engine.
 * ``no-reuse``  - structured-output requests (``stepcache-micro``): the target writes the whole output
   for every request from the same system prompt StepCache generates with (StepCache's baseline).
@@ -240,6 +243,7 @@ METHOD_NAMES = (
     "pot",
     "pot-spec",
     "exact",
+    "gptcache",
     "gptcache-like",
     "gencache-like",
     "minicache",
@@ -249,13 +253,31 @@ METHOD_NAMES = (
 )
 # Earlier names of the re-implemented baselines: accepted everywhere a method is named (--methods,
 # --subset, rows and results.json written before the rename) and read as the current name.
-ALIASES = {"gptcache": "gptcache-like", "gencache": "gencache-like"}
+ALIASES = {"gencache": "gencache-like"}
 METHODS = METHOD_NAMES + tuple(ALIASES)  # every spelling a caller may pass
+# Before the real library was a method, "gptcache" named the re-implementation. results.json files
+# from RESULTS_FORMAT on (config.format) use the current names; older ones are read through these.
+LEGACY_ALIASES = {"gptcache": "gptcache-like", **ALIASES}
+RESULTS_FORMAT = 2
 
 
 def canonical(name: str) -> str:
     """The current name of a method (its alias resolved); other names, e.g. pad tags, pass through."""
     return ALIASES.get(name, name)
+
+
+def legacy_name(name: str) -> str:
+    """The current name of a method named in a results.json written before RESULTS_FORMAT."""
+    return LEGACY_ALIASES.get(name, name)
+
+
+def row_method(row: dict[str, Any]) -> str:
+    """A requests.jsonl row's method under its current name: a ``gptcache`` row that does not name
+    the library in its detail was written by the re-implementation (``gptcache-like``)."""
+    name = str(row["method"])
+    if name == "gptcache" and not (row.get("detail") or {}).get("library"):
+        return "gptcache-like"
+    return canonical(name)
 
 
 def build_method(
@@ -283,6 +305,12 @@ def build_method(
         return PoT(target, sandbox, draft="small")
     if name == "exact":
         return Exact(pot)
+    if name == "gptcache":
+        from minicache_bench.gptcache_method import GPTCache
+
+        # Beside the other methods' stores, and like them untracked in results folders (*.db*).
+        data_dir = None if store_path == ":memory:" else store_path + "-data"
+        return GPTCache(pot, embedder or shared_embedder(), data_dir)
     if name == "gptcache-like":
         return GPTCacheLike(pot, embedder or shared_embedder())
     if name == "gencache-like":

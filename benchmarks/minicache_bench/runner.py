@@ -28,7 +28,7 @@ from typing import Any
 
 from minicache_bench.baselines import Method, timed
 from minicache_bench.data import BenchRequest, is_correct
-from minicache_bench.methods import canonical
+from minicache_bench.methods import row_method
 from minicache_bench.stats import request_key
 
 
@@ -43,13 +43,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def read_done(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """The rows of a requests.jsonl by (method, request id); rows written under a method's earlier
-    name (``gptcache``) come back under its current one, so old runs resume and report as it."""
+    name come back under its current one (``row_method``), so old runs resume and report as it."""
     done: dict[tuple[str, str], dict[str, Any]] = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 row = json.loads(line)
-                row["method"] = canonical(row["method"])
+                row["method"] = row_method(row)
                 done[(row["method"], str(row["id"]))] = row
             except (json.JSONDecodeError, KeyError):
                 continue  # a line cut short by an interruption

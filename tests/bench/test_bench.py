@@ -24,7 +24,7 @@ from minicache_bench.data import (
     webshop_gold,
 )
 from minicache_bench.datasets import equation_skeleton
-from minicache_bench.methods import METHOD_NAMES, METHODS, build_method, canonical
+from minicache_bench.methods import METHOD_NAMES, METHODS, build_method, canonical, row_method
 from minicache_bench.regenerate import main as regenerate_main
 from minicache_bench.report import accuracy_latency
 from minicache_bench.runner import (
@@ -228,7 +228,7 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
     with SandboxPool(size=2) as sandbox:
         kwargs = dict(
             dataset=str(dataset),
-            methods=["pot", "exact", "gptcache", "minicache"],
+            methods=["pot", "exact", "gptcache-like", "minicache"],
             target=target,
             small=small,
             embedder=HashEmbedder(),
@@ -244,12 +244,7 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
         calls = len(target.calls)
         again = run_benchmark(**dict(kwargs, concurrency=[]))
     methods = results["methods"]
-    assert set(methods) == {
-        "pot",
-        "exact",
-        "gptcache-like",
-        "minicache",
-    }  # asked for by its old name
+    assert set(methods) == {"pot", "exact", "gptcache-like", "minicache"}
     for m in methods.values():
         assert m["n"] == 12
         assert set(m) >= {
@@ -620,12 +615,18 @@ def test_compare_all_covers_every_method_but_the_reference():
 
 
 def test_the_reimplemented_baselines_are_named_for_what_they_are_and_the_old_names_still_work():
-    assert canonical("gptcache") == "gptcache-like" and canonical("gencache") == "gencache-like"
+    """``gencache`` is still read as the re-implementation; ``gptcache`` is now the library, and only
+    rows and results written by the re-implementation under that name are read as gptcache-like."""
+    assert canonical("gencache") == "gencache-like" and canonical("gptcache") == "gptcache"
     assert canonical("pot@pad512") == "pot@pad512"
     assert {"gptcache", "gencache", "gptcache-like", "gencache-like"} <= set(METHODS)
-    assert not {"gptcache", "gencache"} & set(METHOD_NAMES)
+    assert "gencache" not in METHOD_NAMES and "gptcache" in METHOD_NAMES
+    assert row_method({"method": "gptcache", "detail": {"similarity": 0.97}}) == "gptcache-like"
+    assert (
+        row_method({"method": "gptcache", "detail": {"library": "gptcache==0.1.44"}}) == "gptcache"
+    )
     with SandboxPool(size=1) as sandbox:
-        for old, new in (("gptcache", "gptcache-like"), ("gencache", "gencache-like")):
+        for old, new in (("gencache", "gencache-like"),):
             method = build_method(
                 old, FakeTarget(), FakeSmall(), sandbox, HashEmbedder(), ":memory:"
             )
@@ -710,7 +711,7 @@ def test_a_rerun_under_the_new_name_reads_back_rows_written_under_the_old_one(tm
             sandbox=sandbox,
             command="test",
         )
-        run_benchmark(methods=["pot", "gptcache"], **kwargs)
+        run_benchmark(methods=["pot", "gptcache-like"], **kwargs)
         calls = len(target.calls)
         # As an earlier harness wrote them: rows and results under the old name.
         path = out / "requests.jsonl"
@@ -722,8 +723,11 @@ def test_a_rerun_under_the_new_name_reads_back_rows_written_under_the_old_one(tm
         )
         old = json.loads((out / "results.json").read_text())
         old["methods"] = {k.replace("-like", ""): v for k, v in old["methods"].items()}
+        del old["config"]["format"]
         (out / "results.json").write_text(json.dumps(old))
-        again = run_benchmark(methods=["pot", "gptcache-like"], subset={"gptcache": 12}, **kwargs)
+        again = run_benchmark(
+            methods=["pot", "gptcache-like"], subset={"gptcache-like": 12}, **kwargs
+        )
     assert len(target.calls) == calls and list(again["methods"]) == ["pot", "gptcache-like"]
     assert len((out / "requests.jsonl").read_text().splitlines()) == len(
         rows
