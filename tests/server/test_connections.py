@@ -145,3 +145,32 @@ def test_a_keyed_body_that_never_ends_is_cut_off(tmp_path, sandbox):
             s.close()
     assert all(state == "closed" and b" 408 " in data.split(b"\r\n")[0] for state, data in results)
     assert took < 4.0
+
+
+def test_serve_runs_uvicorn_with_the_guarded_protocol_and_without_its_forwarded_handling(
+    tmp_path, sandbox, monkeypatch
+):
+    import uvicorn
+
+    from minicache.server import serve
+    from minicache.server.connections import GuardedH11Protocol
+
+    seen: dict = {}
+    monkeypatch.setattr(
+        uvicorn.Server, "run", lambda self, sockets=None: seen.update(c=self.config)
+    )
+    engine = MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=SQLiteStore(tmp_path / "serve.db"),
+        embedder=HashEmbedder(),
+        sandbox=sandbox,
+        config=EngineConfig(background_builds=False),
+    )
+    try:
+        serve("127.0.0.1", 8123, config=ServerConfig(header_timeout_s=3.0), engine=engine)
+    finally:
+        engine.close()
+    config = seen["c"]
+    assert issubclass(config.http, GuardedH11Protocol) and config.http.header_timeout_s == 3.0
+    assert config.proxy_headers is False
