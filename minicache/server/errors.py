@@ -183,6 +183,23 @@ def log_server_error(request: Request, exc: HTTPException) -> None:
     )
 
 
+def show_on_dashboard(request: Request, exc: HTTPException) -> None:
+    """A 5xx in the dashboard's live feed with its message and request id, under the caller's
+    tenant (unknown: only admins see it)."""
+    dashboard = getattr(request.app.state, "dashboard", None)
+    server = getattr(request.app.state, "server", None)
+    if dashboard is None or server is None:
+        return
+    who = server.caller(request.scope)
+    tenant = who.removeprefix("tenant:") if who.startswith("tenant:") else None
+    if tenant is None and not server.auth.enabled:
+        tenant = "default"  # every caller's tenant with auth off (auth.DEFAULT_TENANT)
+    message = f"{exc.status_code} {getattr(exc, 'code', '')}: {exc.detail}"
+    dashboard.tracker.record_error(
+        tenant, message, request.scope.get("state", {}).get("request_id")
+    )
+
+
 def install(app: FastAPI) -> None:
     """The handlers that make every error an OpenAI-style body."""
 
@@ -190,6 +207,7 @@ def install(app: FastAPI) -> None:
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code >= 500:
             log_server_error(request, exc)
+            show_on_dashboard(request, exc)
         if isinstance(exc, ApiError):
             return exc.response()
         message = exc.detail if isinstance(exc.detail, str) else "HTTP error"

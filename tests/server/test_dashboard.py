@@ -198,6 +198,55 @@ def test_groups_and_entry_pages_show_status_program_template_and_requests(dash):
     assert re.search(r"reproduced <b>\d</b> of <b>3</b>", page)
 
 
+def test_groups_are_named_by_a_request_with_numbers_masked(dash):
+    rig = dash()
+    entry_id = cached_entry(rig)
+    c = rig.client
+    login(c, KEY_ADMIN)
+    name = "What is the current ratio if current assets are $# and current liabilities are $#?"
+    groups = c.get("/dashboard/groups?tenant=a").text
+    assert name in groups and "45,000" not in groups
+    assert name in c.get(f"/dashboard/entries/{entry_id}?tenant=a").text
+
+
+def test_an_admin_lands_on_the_busiest_tenant_and_each_card_says_its_window(dash):
+    rig = dash()
+    cached_entry(rig, "b")  # only b has requests; "default" and a have none
+    c = rig.client
+    login(c, KEY_ADMIN)
+    overview = c.get("/dashboard").text
+    assert "tenant b</small>" in " ".join(overview.split()) or "tenant b ·" in overview
+    cards = overview[overview.index('id="cards"') : overview.index("</div>\n<p")]
+    assert cards.count('class="card"') == cards.count("<i>")  # every card names its window
+    assert "since this server started" in cards and "all time" in cards
+    assert 'data-refresh="5000"' in overview  # the overview refreshes itself
+    login(c, KEY_A)
+    assert "tenant a" in c.get("/dashboard").text  # a tenant's key still opens its own
+
+
+def test_an_error_answer_shows_its_message_in_the_events_feed(dash, monkeypatch):
+    from minicache.errors import BackendUnavailable
+
+    rig = dash()
+    c = rig.client
+
+    def down(*args, **kwargs):
+        raise BackendUnavailable("cannot reach the target: connection refused")
+
+    monkeypatch.setattr(rig.mc, "solve", down)
+    r = c.post(
+        "/v1/solve",
+        json={"question": CURRENT_RATIO.ask(*CR_VALUES[0])},
+        headers={"Authorization": f"Bearer {KEY_A}", "X-Request-Id": "req-feed-1"},
+    )
+    assert r.status_code >= 500
+    login(c, KEY_A)
+    feed = c.get("/dashboard/events/feed?after=0").json()["html"]
+    assert "connection refused" in feed and "req-feed-1" in feed
+    login(c, KEY_B)
+    assert "connection refused" not in c.get("/dashboard/events/feed?after=0").json()["html"]
+
+
 def test_invalidate_and_delete_need_confirmation_then_act(dash):
     rig = dash()
     entry_id = cached_entry(rig)
@@ -409,18 +458,24 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
                 assert key not in browser.current_url
 
             log_in(KEY_ADMIN)
-            assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Overview")
+            heading = browser.find_element(By.TAG_NAME, "h1").text
+            assert heading.startswith("Overview tenant a")  # the busiest tenant, not "default"
             browser.get(server.url + "/dashboard?tenant=a")
             assert text("#stat-requests") == "7" and text("#stat-hit-rate") == "28.6%"
             assert browser.find_element(
                 By.CSS_SELECTOR, "svg#chart rect.seg-hit"
             )  # the hits drawn this minute
+            # The overview refreshes itself: a new request shows without a reload.
+            assert ask(http, KEY_A, CURRENT_RATIO, CR_VALUES[6])["route"] == "hit"
+            WebDriverWait(browser, 15).until(lambda d: text("#stat-requests") == "8")
+            assert "updated" in text("#live-status")
 
             browser.get(server.url + "/dashboard/groups?tenant=a")
             rows = browser.find_elements(By.CSS_SELECTOR, "#groups tbody tr")
             assert len(rows) == 2
             cached = browser.find_element(By.CSS_SELECTOR, f'tr[data-group="{entry.group_id}"]')
-            assert "cached" in cached.text and "2" in cached.text
+            assert "cached" in cached.text and "3" in cached.text
+            assert "current assets are $# and current liabilities are $#" in cached.text
             follow(cached.find_element(By.CSS_SELECTOR, "a.entry-link"))
             assert text("#entry-id") == entry.id and text("#entry-status") == "active"
             program = text("#program")
@@ -452,10 +507,10 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
             follow(browser.find_element(By.ID, "logout"))
             log_in(KEY_B)
             browser.get(server.url + f"/dashboard/entries/{entry.id}?tenant=a")
-            assert "cannot open tenant 'a'" in text("#error")
+            assert "cannot open the pages of tenant 'a'" in text("#error")
             assert "current_assets" not in browser.page_source
             browser.get(server.url + "/dashboard/groups?tenant=a")
-            assert "cannot open tenant 'a'" in text("#error")
+            assert "cannot open the pages of tenant 'a'" in text("#error")
             browser.get(server.url + "/dashboard/groups")
             assert browser.find_element(By.ID, "no-groups")
     finally:

@@ -34,9 +34,11 @@ def viewer_of(dash: Dashboard, request: Request) -> Viewer:
     return viewer
 
 
-def tenant_for(request: Request, viewer: Viewer) -> str:
+def tenant_for(request: Request, viewer: Viewer, busiest: str | None = None) -> str:
+    """The tenant a page shows: the one asked for (``?tenant=``), else the key's own, else (an
+    admin-only key) ``busiest``."""
     asked = request.query_params.get("tenant")
-    own = viewer.tenant or DEFAULT_TENANT
+    own = viewer.tenant or busiest or DEFAULT_TENANT
     if asked is None:
         return own
     if not asked or len(asked) > 200:
@@ -59,7 +61,11 @@ def page(handler: Callable[..., Any]) -> Callable[..., Any]:
             check_values(request, kwargs)
             viewer = viewer_of(dash, request)
             dash.tracker.start()
-            return await handler(request, dash, viewer, tenant_for(request, viewer), **kwargs)
+            busiest = None
+            if viewer.tenant is None and "tenant" not in request.query_params:
+                busiest = await run(dash.busiest_tenant)
+            tenant = tenant_for(request, viewer, busiest)
+            return await handler(request, dash, viewer, tenant, **kwargs)
         except Denied as exc:
             if exc.status == 401:
                 target = (

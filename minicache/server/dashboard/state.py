@@ -89,6 +89,16 @@ class Dashboard:
         )
         return HTMLResponse(html, status_code=code, headers={"Cache-Control": "no-store"})
 
+    def busiest_tenant(self) -> str:
+        """Where an admin lands: the tenant with the most requests, not an empty "default" (which
+        no request reaches once API keys are configured). Blocks: reads each tenant's counters."""
+        best, most = DEFAULT_TENANT, 0
+        for tenant in sorted(self.server.tenants()):
+            n = self.server.engine.store.counters(tenant).get("requests", 0)
+            if n > most:
+                best, most = tenant, n
+        return best
+
     def viewer_for(self, key: str) -> Viewer | None:
         """The viewer a key makes, or None. With auth off only admin keys log in (anyone is "default")."""
         auth = self.server.auth

@@ -74,6 +74,7 @@ class Tracker:
         self._series: dict[tuple[str, str], _Series] = {}
         self._last: dict[str, dict[str, float]] = {}
         self._seen_events = 0
+        self._reported_errors: dict[str | None, int] = {}  # errors already shown with a message
         self._seq = itertools.count(1)
         self.events: deque[Event] = deque(maxlen=max_events)
         self._lock = threading.Lock()
@@ -94,6 +95,9 @@ class Tracker:
         readings = {t: self._read(t) for t in tenants}  # store reads outside the lock
         with self._lock:
             for tenant, values in readings.items():
+                # An error answer counts in the store before it is recorded here, so the sample
+                # after record_error holds it; older records cancel nothing (they never counted).
+                told = self._reported_errors.pop(tenant, 0)
                 last = self._last.get(tenant)
                 self._last[tenant] = values
                 if last is None:
@@ -109,8 +113,10 @@ class Tracker:
                     )
                     series.add(now, deltas)
                 for kind in ("fallbacks", "errors"):
-                    if deltas.get(kind):
-                        n = int(deltas[kind])
+                    n = int(deltas.get(kind, 0))
+                    if kind == "errors":  # those shown with their message already: not twice
+                        n -= min(n, told)
+                    if n:
                         noun = kind if n > 1 else kind.removesuffix("s")
                         self._push(now, kind.removesuffix("s"), tenant, detail=f"{n} new {noun}")
             fresh = self.engine.events[self._seen_events :]
@@ -119,6 +125,16 @@ class Tracker:
             owner = self._owner(raw, tenants)
             with self._lock:
                 self._push(now, *_describe(raw, owner))
+
+    def record_error(self, tenant: str | None, message: str, request_id: str | None) -> None:
+        """An error answer as it happened, with its message, shown in the feed at once; the
+        counter's increment it also causes is not shown again as "1 new error". ``tenant`` None:
+        the caller's tenant is unknown, and only admins see it."""
+        detail = message if request_id is None else f"{message} (request {request_id})"
+        with self._lock:
+            self._push(time.time(), "error", tenant, detail=detail)
+            if tenant is not None:
+                self._reported_errors[tenant] = self._reported_errors.get(tenant, 0) + 1
 
     def _push(
         self,

@@ -7,6 +7,7 @@ them in a worker thread. Nothing here writes.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from pygments.lexers import PythonLexer
 from minicache.store import Entry, Group
 
 PER_PAGE = 50
+NAME_CHARS = 90  # a group's name: its representative request, cut to fit a table cell
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d(?:[\d,]*\d)?(?:\.\d+)?")
 ROUTES = ("hit", "miss", "fallback", "step-reuse", "step-patch", "step-skip")
 _FORMATTER = HtmlFormatter(cssclass="code", nowrap=False)
 HIGHLIGHT_CSS = _FORMATTER.get_style_defs(".code")
@@ -176,6 +179,24 @@ def bar_chart(series: list[tuple[int, dict[str, float]]], unit: str) -> dict[str
 
 
 # -- groups -------------------------------------------------------------------------------------
+def masked(text: str) -> str:
+    """A request with its numbers masked: what every request of a group shares."""
+    one_line = " ".join(text.split())
+    return _NUMBER.sub("#", one_line)
+
+
+def group_name(engine: Any, tenant: str, group: Group | None, group_id: str) -> str:
+    """What a person calls a group: the client's label, else its earliest request with numbers
+    masked (a group is requests that differ only in their values), else its id."""
+    if group is not None and group.label:
+        return group.label
+    examples = engine.store.examples(tenant, group_id)
+    if not examples:
+        return group_id
+    name = masked(str(examples[0].question))
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
 def building(engine: Any, tenant: str) -> set[str]:
     """Groups of ``tenant`` with a build queued or running in this process (none for an engine that
     does not build here)."""
@@ -230,8 +251,11 @@ def groups_page(engine: Any, tenant: str, page: int, per_page: int = PER_PAGE) -
         s: sum(r["status"] == s for r in rows)
         for s in ("cached", "building", "uncacheable", "open")
     }
+    shown = rows[(page - 1) * per_page : page * per_page]
+    for row in shown:  # one indexed read per shown group, not per group of the tenant
+        row["name"] = group_name(engine, tenant, row["group"], row["group"].id)
     return {
-        "rows": rows[(page - 1) * per_page : page * per_page],
+        "rows": shown,
         "page": page,
         "pages": pages,
         "total": len(rows),
@@ -257,6 +281,7 @@ def entry_page(engine: Any, tenant: str, entry_id: str, recent: int = 10) -> dic
     return {
         "entry": entry,
         "group": group,
+        "group_name": group_name(engine, tenant, group, entry.group_id),
         "program_html": highlighted(entry.program),
         "active": active if active is not None and active.id != entry.id else None,
         "examples": examples,

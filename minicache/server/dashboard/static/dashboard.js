@@ -1,5 +1,38 @@
-// MiniCache dashboard: the live event feed. Every 2 s it asks the server for events newer than the
-// last one shown and puts the rows it gets (server-rendered HTML) on top. No library, no build step.
+// MiniCache dashboard: the live event feed, and the overview's live refresh. No library, no build step.
+
+// The overview: every few seconds the page is fetched again and its cards, chart and tables are
+// swapped in (the server renders them; nothing is computed here).
+(function () {
+  "use strict";
+  var box = document.getElementById("overview");
+  if (!box) return;
+  var status = document.getElementById("live-status");
+  var every = parseInt(box.getAttribute("data-refresh"), 10) || 5000;
+  var busy = false;
+  function refresh() {
+    if (busy) return;
+    busy = true;
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (r) {
+        if (r.redirected || r.status === 401) { window.location.reload(); throw new Error("logged out"); }
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("overview");
+        if (fresh) box.innerHTML = fresh.innerHTML;
+        if (status) { status.textContent = "live · updated " + new Date().toLocaleTimeString(); status.className = ""; }
+      })
+      .catch(function (err) {
+        if (status) { status.textContent = "not updating (" + err.message + "); retrying"; status.className = "off"; }
+      })
+      .then(function () { busy = false; });
+  }
+  setInterval(refresh, every);
+})();
+
+// The live event feed: every 2 s it asks the server for events newer than the last one shown and
+// puts the rows it gets (server-rendered HTML) on top.
 (function () {
   "use strict";
   var rows = document.getElementById("event-rows");
