@@ -31,6 +31,8 @@ class Route(StrEnum):
     STEP_PATCH = "step-patch"  # a cached output whose failing steps the target rewrote
     STEP_SKIP = "step-skip"  # nothing reusable: the target wrote the whole output
     FULL = "full"  # a whole output written elsewhere, only checked (StepCache.check_or_fallback)
+    # not a computation the cache can serve: the target answered the client's own request
+    PASSTHROUGH = "passthrough"
     # labels of requests that have no result (the server's metrics)
     INVALID = "invalid"
     ERROR = "error"
@@ -69,12 +71,21 @@ class SolveResult:
     # Seconds of this request spent waiting for the compute lock (background builds and audits
     # within their share, or another request): in the stages' timings already, told apart here.
     lock_wait_s: float = 0.0
+    # Why the engine left this request to the target (route "passthrough", no answer): the caller
+    # forwards the client's own request, and ``tokens`` are what the engine spent first.
+    passthrough_reason: str | None = None
 
     def __post_init__(self) -> None:
         self.route = Route(self.route)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def passed_through(reason: str, group: str, tokens: dict[str, int] | None = None) -> SolveResult:
+    """The result of a request the engine leaves to the target (see ``MiniCache.solve``)."""
+    spent = {"target": 0, "small": 0, **(tokens or {})}
+    return SolveResult(None, Route.PASSTHROUGH, group, tokens=spent, passthrough_reason=reason)
 
 
 _DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)

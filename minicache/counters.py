@@ -20,6 +20,7 @@ ROUTE_COUNTERS = {
     Route.STEP_REUSE: "step_reuse",
     Route.STEP_PATCH: "step_patch",
     Route.STEP_SKIP: "step_skip",
+    Route.PASSTHROUGH: "passthroughs",
 }
 
 
@@ -52,6 +53,8 @@ def tenant_stats(
         "hits": counters.get("hits", 0),
         "misses": counters.get("misses", 0),
         "fallbacks": counters.get("fallbacks", 0),
+        # requests forwarded to the target as they came (not computations the cache serves)
+        "passthroughs": counters.get("passthroughs", 0),
         "errors": counters.get("errors", 0),
         "hit_rate": counters.get("hits", 0) / requests if requests else 0.0,
         "builds_ok": counters.get("builds_ok", 0),

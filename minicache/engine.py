@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from minicache.answers import (
     SolveResult,
     check_answer,
     format_answer,
+    passed_through,
     requested_decimals,
 )
 from minicache.build.admission import Admission, observed_route, request_cost
@@ -155,13 +156,18 @@ class MiniCache:
         no_store: bool = False,
         force_refresh: bool = False,
         mode: str = "auto",
+        passthrough: bool = False,
+        on_text: Callable[[str], None] | None = None,
     ) -> SolveResult:
         """Answer one request. ``no_cache`` skips the lookup, ``no_store`` records nothing,
         ``force_refresh`` recomputes with the target (and records the result).
 
         ``mode`` picks the cache: ``"program"`` (parameterized programs), ``"step"`` (StepCache, for
         structured outputs it can verify) or ``"auto"``: StepCache for a request without context that
-        it recognises (a linear equation to solve in steps, a JSON object with typed keys), else programs."""
+        it recognises (a linear equation to solve in steps, a JSON object with typed keys), else programs.
+
+        ``passthrough``: what programs cannot serve (an uncacheable group, a failing program) is a
+        ``passthrough`` result, uncounted, for the caller to forward; ``on_text`` sees a miss's text."""
         began, waited = time.perf_counter(), thread_waited_s()
         question, context, mode = validate_request(
             question,
@@ -191,6 +197,8 @@ class MiniCache:
                     no_cache=no_cache,
                     no_store=no_store,
                     force_refresh=force_refresh,
+                    passthrough=passthrough,
+                    on_text=on_text,
                 )
         except BaseException:
             if not no_store:
@@ -198,7 +206,7 @@ class MiniCache:
             raise
         finally:
             self.router.forget_pending(tenant, question)
-        if not no_store:
+        if not no_store and result.route != Route.PASSTHROUGH:  # the caller counts its forward
             count_served(self.store, tenant, result)
             if result.route in (Route.HIT, Route.MISS, Route.FALLBACK):
                 # its cost without any build it triggered
@@ -222,6 +230,8 @@ class MiniCache:
         no_cache: bool,
         no_store: bool,
         force_refresh: bool,
+        passthrough: bool = False,
+        on_text: Callable[[str], None] | None = None,
     ) -> SolveResult:
         """Route, then hit if the group has an entry and it works, else miss (a fallback if a hit
         failed); a recorded miss may start the group's build."""
@@ -229,6 +239,9 @@ class MiniCache:
         t = time.perf_counter()
         decision = self.router.route(tenant, question, group)
         timings["route_s"] = time.perf_counter() - t
+        known = self.store.get_group(tenant, decision.group_id) if passthrough else None
+        if known is not None and known.status == "uncacheable":
+            return passed_through("its group is marked uncacheable", decision.group_id)
         fallback_reason = None
         refused: HitRefused | None = None
         entry = None
@@ -262,10 +275,14 @@ class MiniCache:
                 new_group=decision.new_group,
                 label=group,
                 embedding=decision.embedding,
+                on_text=on_text,
+                passthrough=passthrough,
             )
         except SolveError as exc:
             exc.fallback_reason = fallback_reason  # what the hit attempt before it ended in
             raise
+        if result.route == Route.PASSTHROUGH:
+            return result
         if not no_store:
             self.builds.maybe_build(tenant, decision.group_id)
         result.similarity = decision.similarity

@@ -8,11 +8,12 @@ the group's examples, from which a build later lifts a parameterized program.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from minicache.answers import SolveResult, check_answer, format_answer
+from minicache.answers import SolveResult, check_answer, format_answer, passed_through
 from minicache.config.engine import EngineConfig
 from minicache.errors import BackendError, ProgramError, SolveError
 from minicache.miss.prompts import plain_pot_messages
@@ -57,12 +58,18 @@ class MissPath:
         new_group: bool,
         label: str | None,
         embedding: np.ndarray | None = None,
+        on_text: Callable[[str], None] | None = None,
+        passthrough: bool = False,
     ) -> SolveResult:
         """The target's program and its answer; SolveError if the target fails or its program fails twice.
 
         With ``record`` the request becomes one of the group's examples (the caller then decides
         whether the group is worth building), stored with ``embedding``: the vector routing already
-        computed for this request (embedded here only if the caller has none)."""
+        computed for this request (embedded here only if the caller has none). ``on_text`` is given
+        the target's text as it is generated (a streamed request shows it while the program is
+        written). With ``passthrough`` a program that fails, or returns text instead of a number or an
+        object, is a result with the route ``passthrough`` and nothing recorded: the caller forwards
+        the request to the target as it came (a failing target call stays a SolveError)."""
         reference = None
         if self.config.lookup_draft and not new_group:
             examples = self.store.examples(tenant, group_id)
@@ -86,12 +93,16 @@ class MissPath:
                         prefix_key=f"{tenant}/{group_id}"
                         if self.config.keep_group_prefix
                         else None,
+                        on_text=on_text,
                     ),
                 )
             except BackendError as exc:
                 raise SolveError(f"target model failed: {exc}") from exc
             target_s += time.perf_counter() - t
             tokens["target"] += out.prompt_tokens + out.completion_tokens
+            # apart too, for the usage a client is billed by (prompt and completion)
+            tokens["target_prompt"] = tokens.get("target_prompt", 0) + out.prompt_tokens
+            tokens["target_completion"] = tokens.get("target_completion", 0) + out.completion_tokens
             cached = int(out.draft.get("cached_prompt_tokens", 0))  # prompt tokens not prefilled
             if cached:
                 tokens["target_cached"] = tokens.get("target_cached", 0) + cached
@@ -101,6 +112,8 @@ class MissPath:
                 sandbox_s += run.seconds
                 value = check_answer(run.value)
                 error = None
+                if isinstance(value, str) and passthrough:
+                    error = f"it returned text, not a number: {value[:80]!r}"
                 break
             except ProgramError as exc:
                 error = f"{type(exc).__name__}: {exc}"
@@ -113,6 +126,8 @@ class MissPath:
                 ]
         timings["target_s"] = target_s
         timings["sandbox_s"] = sandbox_s
+        if error is not None and passthrough:
+            return passed_through(f"the target's program failed: {error}", group_id, tokens)
         if error is not None:
             raise SolveError(
                 f"the target's program failed{f' {tries} times' if tries > 1 else ''}: {error}"

@@ -8,6 +8,7 @@ cost (tokens, prefill and decode seconds), because the cache's whole point is me
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -58,6 +59,9 @@ class GenerationOptions:
     draft_text: str | None = None
     seed: int | None = None
     prefix_key: str | None = None
+    # Given each piece of text as it is generated, so that a streamed request shows the target's
+    # tokens as they come; a backend that cannot stream gives it the whole text once.
+    on_text: Callable[[str], None] | None = None
 
 
 @dataclass

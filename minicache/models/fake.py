@@ -7,16 +7,35 @@ never touch weights or the network. Every call is recorded in :attr:`FakeBackend
 from __future__ import annotations
 
 import json
+import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from minicache.errors import BackendError
 from minicache.models.base import Completion, GenerationOptions, Message
+from minicache.models.forwarding import (
+    chat_chunks,
+    chat_response,
+    completion_response,
+    content_text,
+)
 
 Reply = str | dict[str, Any] | Exception
 ReplyFunction = Callable[[list[Message], GenerationOptions], Reply]
+# A forwarded request's answer: its text, a message (``{"tool_calls": [...]}``) or an exception.
+ForwardFunction = Callable[[dict[str, Any]], Reply]
+
+
+def pieces(text: str) -> list[str]:
+    """Text as a model streams it: word by word, each with the space after it."""
+    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+
+
+def _words(body: dict[str, Any]) -> int:
+    texts = [content_text(m.get("content")) for m in body.get("messages") or []]
+    return sum(len(t.split()) for t in texts) + len(str(body.get("prompt") or "").split())
 
 
 @dataclass
@@ -31,12 +50,18 @@ class FakeBackend:
 
     A reply may be a string, a dict (serialized as JSON, for schema-constrained calls) or an
     exception instance (raised, to test error paths). Token counts are whitespace word counts.
+    A forwarded request (pass-through) is answered by ``forward(body)`` and recorded in
+    :attr:`forwarded`; by default the fake says it is a fake and repeats the last message.
     """
 
-    def __init__(self, fn: ReplyFunction, name: str = "fake") -> None:
+    def __init__(
+        self, fn: ReplyFunction, name: str = "fake", forward: ForwardFunction | None = None
+    ) -> None:
         self.fn = fn
         self.name = name
+        self.forward = forward or _echo
         self.calls: list[FakeCall] = []
+        self.forwarded: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
     @classmethod
@@ -61,6 +86,9 @@ class FakeBackend:
             raise reply
         text = json.dumps(reply) if isinstance(reply, dict) else str(reply)
         prompt_words = sum(len(m.content.split()) for m in messages)
+        if opts.on_text is not None:
+            for piece in pieces(text):
+                opts.on_text(piece)
         return Completion(
             text=text,
             prompt_tokens=prompt_words,
@@ -68,5 +96,36 @@ class FakeBackend:
             model=self.name,
         )
 
+    # -- pass-through (minicache.models.forwarding.Forwarding) ------------------------------------
+    def _forwarded(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.forwarded.append(body)
+        reply = self.forward(body)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply if isinstance(reply, dict) else {"content": str(reply)}
+
+    def forward_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        message = self._forwarded(body)
+        used = len(str(message.get("content") or "").split()) + len(message.get("tool_calls") or [])
+        return chat_response(message, self.name, _words(body), used)
+
+    def stream_chat(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        message = self._forwarded(body)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        tools = message.get("tool_calls") or []
+        calls = {"tool_calls": [{"index": i, **c} for i, c in enumerate(tools)]} if tools else None
+        text = str(message.get("content") or "")
+        yield from chat_chunks(pieces(text), self.name, _words(body), include_usage, calls)
+
+    def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        text = str(self._forwarded(body).get("content") or "")
+        return completion_response(text, self.name, _words(body), len(text.split()))
+
     def close(self) -> None:
         pass
+
+
+def _echo(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or [{"content": body.get("prompt")}]
+    return f"(fake target) You said: {content_text(messages[-1].get('content'))}"

@@ -1,8 +1,9 @@
 """Responses in OpenAI's formats: ``chat.completion`` objects, and ``chat.completion.chunk`` SSE events.
 
-(Requests are :mod:`.protocol`'s models.) A streamed answer is complete before its first event is
-sent; the events that could fail to render (those with the ``minicache`` object) are rendered first,
-and the content is then sent piece by piece as the client reads, never held in memory as a whole.
+(Requests are :mod:`.protocol`'s models; streams that are sent while the engine works are put
+together in :mod:`.streaming`.) For an answer that is complete before its first event is sent (a
+hit), the events that could fail to render (those with the ``minicache`` object) are rendered
+first, and the content is then sent piece by piece as the client reads.
 """
 
 from __future__ import annotations
@@ -78,11 +79,43 @@ def minicache_info(result: SolveResult) -> dict[str, Any]:
     }
 
 
-def usage(result: SolveResult) -> dict[str, int]:
-    """Model tokens this answer cost upstream (target + small; 0 for a rule-extracted hit). The engine
-    reports them as totals per model, so they are all counted as prompt tokens."""
-    spent = int(result.tokens.get("target", 0)) + int(result.tokens.get("small", 0))
-    return {"prompt_tokens": spent, "completion_tokens": 0, "total_tokens": spent}
+def usage(result: SolveResult) -> dict[str, Any]:
+    """The target call that served this answer, as a client is billed for it: its prompt and
+    completion tokens (0 and 0 for a hit), with the prompt tokens it did not have to compute again
+    as OpenAI's ``cached_tokens``. The small model's tokens are in the ``minicache`` object. An
+    answer whose target tokens the engine counts only as a total reports them as prompt tokens."""
+    tokens = result.tokens
+    prompt = int(tokens.get("target_prompt", tokens.get("target", 0)))
+    completion = int(tokens.get("target_completion", 0))
+    out: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    if tokens.get("target_cached"):
+        out["prompt_tokens_details"] = {"cached_tokens": int(tokens["target_cached"])}
+    return out
+
+
+def route_headers(route: str, group: str | None = None, entry: str | None = None) -> dict[str, str]:
+    """``X-MiniCache-Route``, ``-Group`` and ``-Entry``: how the answer was made, for proxies and
+    logs that never read bodies (a header is left out when there is no such thing)."""
+    headers = {"X-MiniCache-Route": str(route)}
+    if group:
+        headers["X-MiniCache-Group"] = group
+    if entry:
+        headers["X-MiniCache-Entry"] = entry
+    return headers
+
+
+def result_headers(result: SolveResult) -> dict[str, str]:
+    return route_headers(result.route, result.group, result.entry_id)
+
+
+def passthrough_info(reason: str, group: str | None, tokens: dict[str, int]) -> dict[str, Any]:
+    """The ``minicache`` object of a forwarded answer: why, and what the engine spent first (a
+    failed program's target call)."""
+    return {"route": "passthrough", "reason": reason, "group": group, "tokens": tokens}
 
 
 def completion_id() -> str:
@@ -113,37 +146,53 @@ def sse(data: Any) -> str:
     return f"data: {dumps(data)}\n\n"
 
 
-def chat_chunks(
-    result: SolveResult, model: str, include_usage: bool = False, piece_chars: int = 64
-) -> Iterator[str]:
-    """The answer as SSE events: role, content deltas, an empty delta with finish_reason "stop" (which
-    carries the ``minicache`` object), the usage chunk if asked for, then ``[DONE]``."""
-    base = {
-        "id": completion_id(),
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "system_fingerprint": None,
-    }
-    extra = {"usage": None} if include_usage else {}
+DONE = "data: [DONE]\n\n"
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
+
+class Chunks:
+    """The ``chat.completion.chunk`` events of one streamed answer (one id, one model)."""
+
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self.include_usage = include_usage
+        self.base = {
+            "id": completion_id(),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": None,
+        }
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
         return sse(
             {
-                **base,
+                **self.base,
                 "choices": [
                     {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
                 ],
-                **extra,
+                **({"usage": None} if self.include_usage else {}),
                 **more,
             }
         )
 
-    head = chunk({"role": "assistant", "content": ""})
-    tail = [chunk({}, "stop", minicache=minicache_info(result))]
-    if include_usage:
-        tail.append(sse({**base, "choices": [], "usage": usage(result)}))
-    tail.append("data: [DONE]\n\n")
+    def head(self) -> str:
+        return self.chunk({"role": "assistant", "content": ""})
+
+    def tail(self, result: SolveResult) -> list[str]:
+        """An empty delta with finish_reason "stop" that carries the ``minicache`` object, the
+        usage chunk if asked for, then ``[DONE]``."""
+        out = [self.chunk({}, "stop", minicache=minicache_info(result))]
+        if self.include_usage:
+            out.append(sse({**self.base, "choices": [], "usage": usage(result)}))
+        return out + [DONE]
+
+
+def chat_chunks(
+    result: SolveResult, model: str, include_usage: bool = False, piece_chars: int = 64
+) -> Iterator[str]:
+    """A complete answer as SSE events: role, content deltas, then :meth:`Chunks.tail`."""
+    chunks = Chunks(model, include_usage)
+    head, tail = chunks.head(), chunks.tail(result)
+    chunk = chunks.chunk
 
     def events() -> Iterator[str]:
         yield head

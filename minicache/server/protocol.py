@@ -121,6 +121,9 @@ def controls_from_headers(headers: Any) -> CacheControls:
     value is reported under the header's name)."""
     names = {name: "x-minicache-" + name.replace("_", "-") for name in CacheControls.model_fields}
     found = {name: headers[header] for name, header in names.items() if header in headers}
+    # HTTP's own way to say "record nothing", honoured as X-MiniCache-No-Store: 1
+    if "no-store" in str(headers.get("cache-control", "")).lower():
+        found.setdefault("no_store", "1")
     try:
         return CacheControls.model_validate(found)
     except ValidationError as exc:
@@ -158,17 +161,21 @@ class TextPart(BaseModel):
     text: str
 
 
+class OtherPart(BaseModel):
+    """An image, audio or file part: not a computation the cache serves (the request passes
+    through to the target)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: str
+
+
 def _part(value: Any) -> Any:
     if isinstance(value, dict) and value.get("type") != "text":
-        raise PydanticCustomError(
-            "unsupported_content",
-            "only text parts are supported, not {kind}",
-            {"kind": repr(value.get("type"))[:40]},
-        )
+        return OtherPart.model_validate(value)
     return value
 
 
-Part = Annotated[TextPart | str, BeforeValidator(_part)]
+Part = Annotated[TextPart | OtherPart | str, BeforeValidator(_part)]
 
 
 class ChatMessage(BaseModel):
@@ -183,18 +190,21 @@ class ChatMessage(BaseModel):
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "\n".join(p if isinstance(p, str) else p.text for p in self.content)
+        return "\n".join(
+            p if isinstance(p, str) else p.text
+            for p in self.content
+            if not isinstance(p, OtherPart)
+        )
+
+    def has_other_parts(self) -> bool:
+        return isinstance(self.content, list) and any(
+            isinstance(p, OtherPart) for p in self.content
+        )
 
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
     include_usage: Flag = False
-
-
-def _only_one_choice(n: int | None) -> int | None:
-    if n is not None and n != 1:
-        raise PydanticCustomError("unsupported_parameter", "only n=1 is supported")
-    return n
 
 
 MetadataValue = Annotated[str | bool | int | float | None, Field(union_mode="left_to_right")]
@@ -203,7 +213,9 @@ MetadataValue = Annotated[str | bool | int | float | None, Field(union_mode="lef
 class ChatCompletionRequest(BaseModel):
     """The OpenAI chat completion request. The last user message is the question; the messages before
     it are its context. Sampling parameters are checked as OpenAI checks them and otherwise unused:
-    MiniCache's answer is computed, not sampled. Fields OpenAI knows and MiniCache does not are ignored."""
+    MiniCache's answer is computed, not sampled. What asks for more than one computed answer
+    (``tools``, ``response_format``, ``n > 1``, ``logprobs``) passes the request through to the
+    target (:mod:`.passthrough`), which also reads the fields MiniCache does not know."""
 
     model_config = ConfigDict(extra="ignore", strict=True)
 
@@ -211,7 +223,7 @@ class ChatCompletionRequest(BaseModel):
     model: str | None = Field(default=None, max_length=256)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    n: Annotated[StrictInt | None, AfterValidator(_only_one_choice)] = None
+    n: StrictInt | None = Field(default=None, ge=1, le=128)
     temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=2)
     top_p: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=1)
     max_tokens: StrictInt | None = Field(default=None, ge=1)
@@ -223,6 +235,11 @@ class ChatCompletionRequest(BaseModel):
     user: str | None = Field(default=None, max_length=256)
     metadata: dict[str, MetadataValue] | None = Field(default=None, max_length=64)
     minicache: CacheControls | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    functions: list[dict[str, Any]] | None = None
+    response_format: dict[str, Any] | None = None
+    logprobs: bool | None = None
 
     @model_validator(mode="after")
     def _has_a_question(self) -> ChatCompletionRequest:
@@ -241,6 +258,19 @@ class ChatCompletionRequest(BaseModel):
         return (self.minicache or CacheControls()).merged(
             controls_from_metadata(self.metadata), controls_from_headers(headers)
         )
+
+
+class CompletionRequest(BaseModel):
+    """The legacy ``/v1/completions`` request: always forwarded to the target (a prompt to continue
+    is not a question to compute), its other fields passed on as they came."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    prompt: str | list[str]
+    model: str | None = Field(default=None, max_length=256)
+    stream: bool | None = False
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    minicache: CacheControls | None = None
 
 
 # -- native API --------------------------------------------------------------------------------------
@@ -300,6 +330,9 @@ class SolveResponse(BaseModel):
         0.0,
         description="seconds this request waited for the compute lock (other requests' "
         "or a build's model calls)",
+    )
+    passthrough_reason: str | None = Field(
+        None, description="why a chat request was left to the target (never set here)"
     )
 
 

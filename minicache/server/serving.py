@@ -17,8 +17,10 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 from fastapi import Depends, Query, Request
 
+from minicache.answers import Route, passed_through
+from minicache.counters import count_failed, count_served
 from minicache.engine import InvalidRequest, MiniCache, SolveError, SolveResult
-from minicache.errors import BackendError
+from minicache.errors import BackendError, BackendResponseError
 from minicache.server.auth import (
     DEFAULT_TENANT,
     Authenticator,
@@ -34,6 +36,8 @@ from minicache.store.sqlite import StoreBusy
 
 log = logging.getLogger("minicache.server")
 T = TypeVar("T")
+# A retry cannot change these answers: the openai client reads this header before its own rules.
+NO_RETRY = {"x-should-retry": "false"}
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -74,34 +78,97 @@ class ServerState:
         return self.auth.caller(authorization.decode("latin-1") if authorization else None, client)
 
     async def solve(
-        self, endpoint: str, tenant: str, question: Any, context: Any, controls: CacheControls
+        self,
+        endpoint: str,
+        tenant: str,
+        question: Any,
+        context: Any,
+        controls: CacheControls,
+        *,
+        passthrough: bool = False,
+        on_text: Callable[[str], None] | None = None,
     ) -> SolveResult:
-        """One engine call; its failures as OpenAI-style errors (400, 502, 503), counted in the metrics."""
+        """One engine call; its failures as OpenAI-style errors (400, 502, 503), counted in the
+        metrics. With ``passthrough`` a request the engine leaves to the target is a result with
+        the route ``passthrough``, for the caller to forward (and count: :meth:`forward`)."""
         self.seen_tenants.add(tenant)
 
         def run() -> SolveResult:
-            result = self.engine.solve(question, context, tenant=tenant, **controls.engine_kwargs())
-            self.metrics.solved(endpoint, tenant, result)
+            result = self.engine.solve(
+                question,
+                context,
+                tenant=tenant,
+                passthrough=passthrough,
+                on_text=on_text,
+                **controls.engine_kwargs(),
+            )
+            if result.route != Route.PASSTHROUGH:
+                self.metrics.solved(endpoint, tenant, result)
             return result
 
         try:
             return await blocking(run)
         except InvalidRequest as exc:
             self.metrics.failed(endpoint, tenant, "invalid")
-            raise ApiError(400, str(exc), code="invalid_request") from None
+            raise ApiError(400, str(exc), code="invalid_request", headers=NO_RETRY) from None
         except StoreBusy as exc:
             self.metrics.failed(endpoint, tenant, "error")
             log.warning("store busy while solving (tenant %s): %s", tenant, exc)
             raise store_busy() from None
         except (SolveError, BackendError) as exc:
             self.metrics.failed(endpoint, tenant, "error")
-            raise ApiError(502, f"No answer: {exc}", code="solve_failed") from None
+            # a program that failed fails again; a target that failed may answer the next time
+            retry = isinstance(exc, BackendError) or isinstance(exc.__cause__, BackendError)
+            raise ApiError(
+                502, f"No answer: {exc}", code="solve_failed", headers=None if retry else NO_RETRY
+            ) from None
         except Exception:
             self.metrics.failed(endpoint, tenant, "error")
             log.exception("solve failed unexpectedly (tenant %s)", tenant)
             raise ApiError(
                 500, "Internal server error while solving the request.", code="internal_error"
             ) from None
+
+    def forward(
+        self,
+        endpoint: str,
+        tenant: str,
+        call: Callable[[], T],
+        *,
+        reason: str,
+        no_store: bool,
+        spent: SolveResult | None = None,
+    ) -> T:
+        """One forwarded target call (blocking: run it in a worker thread), counted as a
+        pass-through (a failure as an error): :func:`forward_error` says what the client gets."""
+        try:
+            out = call()
+        except Exception:
+            if not no_store:
+                count_failed(self.engine.store, tenant)
+            self.metrics.failed(endpoint, tenant, "error")
+            raise
+        result = spent or passed_through(reason, "")
+        if not no_store:
+            count_served(self.engine.store, tenant, result)
+        self.metrics.solved(endpoint, tenant, result)
+        return out
+
+
+def forward_error(exc: BaseException) -> ApiError:
+    """What the client gets when the target failed a forwarded request: the target's own refusal
+    (its 4xx, which a retry cannot change), else a 502 that a retry may fix."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, BackendResponseError) and exc.status and 400 <= exc.status < 500:
+        retry = exc.status in (408, 429)
+        return ApiError(
+            exc.status, str(exc), code="target_refused", headers=None if retry else NO_RETRY
+        )
+    if isinstance(exc, BackendError):
+        return ApiError(502, f"The target failed: {exc}", code="target_failed")
+    log.error("forwarding to the target failed unexpectedly", exc_info=exc)
+    return ApiError(500, "Internal server error while forwarding the request.")
 
 
 # -- dependencies ----------------------------------------------------------------------------------

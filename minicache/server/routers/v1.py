@@ -1,5 +1,12 @@
-"""``/v1``: ``POST /v1/chat/completions`` (OpenAI format, streaming or not), ``POST /v1/solve`` (native)
-and ``GET /v1/models``."""
+"""``/v1``: ``POST /v1/chat/completions`` (OpenAI format, streaming or not), ``POST /v1/completions``
+(forwarded), ``POST /v1/solve`` (native) and ``GET /v1/models``.
+
+A chat request is answered in one of two ways, decided per request: by the engine (a computation:
+hit, miss, ...) or by the target itself, the client's own body forwarded (pass-through: a chat, a
+tool call, a structured output, or what the engine gives up on; :mod:`..passthrough`). Either way
+the answer streams when asked, as it is made (:mod:`..streaming`), and says how it was made in
+its ``minicache`` object and the ``X-MiniCache-*`` headers.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,36 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
+from minicache.answers import SolveResult, passed_through
+from minicache.errors import InvalidRequest
+from minicache.request import validate_request
+from minicache.server.errors import ApiError
 from minicache.server.jsonbody import GuardedRoute
-from minicache.server.openai_format import SafeJSONResponse, chat_chunks, chat_completion
-from minicache.server.protocol import ChatCompletionRequest, ErrorBody, SolveRequest, SolveResponse
-from minicache.server.serving import State, UserTenant
+from minicache.server.openai_format import (
+    Chunks,
+    SafeJSONResponse,
+    chat_chunks,
+    chat_completion,
+    result_headers,
+    sse,
+)
+from minicache.server.passthrough import SSE_HEADERS, Forwarded, Reason, error_event, request_reason
+from minicache.server.protocol import (
+    CacheControls,
+    ChatCompletionRequest,
+    CompletionRequest,
+    ErrorBody,
+    SolveRequest,
+    SolveResponse,
+    controls_from_headers,
+)
+from minicache.server.serving import (
+    NO_RETRY,
+    ServerState,
+    State,
+    UserTenant,
+)
+from minicache.server.streaming import Done, Feed, ForwardChunks, streamed_answer
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
@@ -36,18 +69,86 @@ router = APIRouter(prefix="/v1", tags=["v1"], route_class=GuardedRoute, response
 async def chat_completions(
     body: ChatCompletionRequest, request: Request, tenant: UserTenant, server: State
 ) -> Response:
+    raw = await request.json()
     controls = body.controls(request.headers)
+    no_store = bool(controls.no_store)
+    reason = request_reason(body, controls)
     question, context = body.question_and_context()
+    if reason is Reason.NO_NUMBERS:  # an empty or malformed question is refused as the engine would
+        config = server.engine.config
+        try:
+            validate_request(
+                question,
+                context,
+                controls.group,
+                tenant,
+                "auto",
+                max_question_chars=config.max_question_chars,
+                max_context_chars=config.max_context_chars,
+            )
+        except InvalidRequest as exc:
+            raise ApiError(400, str(exc), code="invalid_request", headers=NO_RETRY) from None
+    if reason is not None:
+        return await Forwarded(server, tenant, raw, no_store, passed_through(reason, "")).response()
     model = body.model or server.config.model_name
-    result = await server.solve("chat", tenant, question, context, controls)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(
-            chat_chunks(result, model, include_usage),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        chunks = Chunks(model, include_usage)
+        return await streamed_solve(server, tenant, raw, question, context, controls, chunks)
+    result = await server.solve("chat", tenant, question, context, controls, passthrough=True)
+    if result.passthrough_reason is not None:
+        return await Forwarded(server, tenant, raw, no_store, result).response()
+    return SafeJSONResponse(chat_completion(result, model), headers=result_headers(result))
+
+
+async def streamed_solve(
+    server: ServerState,
+    tenant: str,
+    raw: dict[str, Any],
+    question: str,
+    context: str | None,
+    controls: CacheControls,
+    chunks: Chunks,
+) -> Response:
+    """A streamed computation: a hit at once; a miss from the target's first token on, its answer
+    after its program ran; what the engine gives up on, the target's own chunks from there."""
+    no_store = bool(controls.no_store)
+    feed: Feed[str, SolveResult] = Feed(
+        lambda emit: server.solve(
+            "chat", tenant, question, context, controls, passthrough=True, on_text=emit
         )
-    return SafeJSONResponse(chat_completion(result, model))
+    )
+    first = await feed.next()
+    if isinstance(first, Done) and first.value.passthrough_reason is not None:
+        return await Forwarded(server, tenant, raw, no_store, first.value).response()
+    if isinstance(first, Done):
+        result = first.value
+        events = chat_chunks(result, str(chunks.base["model"]), chunks.include_usage)
+        headers = {**SSE_HEADERS, **result_headers(result)}
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+    def on_passthrough(result: SolveResult) -> ForwardChunks:
+        return Forwarded(server, tenant, raw, no_store, result).continue_into
+
+    stream = streamed_answer(feed, first, chunks, on_passthrough, error_event)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.post("/completions", summary="OpenAI text completion (always forwarded to the target)")
+async def completions(
+    body: CompletionRequest, request: Request, tenant: UserTenant, server: State
+) -> Response:
+    raw = await request.json()
+    controls = (body.minicache or CacheControls()).merged(controls_from_headers(request.headers))
+    spent = passed_through("a text completion is forwarded", "")
+    call = Forwarded(server, tenant, raw, bool(controls.no_store), spent)
+    data = await call.answer("completion")
+    if not body.stream:
+        return SafeJSONResponse(data, headers=call.headers)
+    events = [sse({**data, "object": "text_completion"}), "data: [DONE]\n\n"]
+    return StreamingResponse(
+        iter(events), media_type="text/event-stream", headers={**SSE_HEADERS, **call.headers}
+    )
 
 
 @router.post(
@@ -58,7 +159,7 @@ async def native_solve(
 ) -> Response:
     controls = body.controls(request.headers)
     result = await server.solve("solve", tenant, body.question, body.context, controls)
-    return SafeJSONResponse(result.to_dict())
+    return SafeJSONResponse(result.to_dict(), headers=result_headers(result))
 
 
 @router.get("/models", summary="The model name answers carry")
