@@ -7,6 +7,10 @@ loopback port, sends the Formula stream ``minicache run`` uses through ``POST /v
 tenant's key, waits for the builds, then logs in with an admin key in a headless Chromium (Debian's
 ``chromium`` + ``chromium-driver``, through selenium) and saves one full-page PNG per page.
 ``--store`` keeps the store (and reuses its entries: a second run streams on a warm cache).
+
+``--fake`` serves the tests' fake models instead (tests/fakes.py: two formulas whose programs the
+fake target writes at once), so the pages show a run with hits in seconds on any machine; the
+committed screenshots say which mode made them (docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -83,12 +87,38 @@ def stream(http: httpx.Client, groups: int, per_group: int, max_s: float) -> Non
         )
 
 
+def fake_engine(store: str) -> MiniCache:
+    """The tests' fakes behind the engine the tests' dashboard rig uses (builds in the request)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from fakes import FakeSmall, FakeTarget, HashEmbedder
+    from minicache.config.engine import VerifyConfig
+    from minicache.engine import EngineConfig
+
+    config = EngineConfig(background_builds=False, verify=VerifyConfig(probation=0), build_early=0)
+    return MiniCache(FakeTarget(), FakeSmall(), store, embedder=HashEmbedder(), config=config)
+
+
+def fake_stream(http: httpx.Client) -> None:
+    """Two formulas the fakes know, ten requests each: three misses and a build, then hits."""
+    from fakes import CR_VALUES, CURRENT_RATIO, SI_VALUES, SIMPLE_INTEREST
+
+    for domain, values in ((CURRENT_RATIO, CR_VALUES), (SIMPLE_INTEREST, SI_VALUES)):
+        for v in values:
+            r = http.post(
+                "/v1/solve",
+                json={"question": domain.ask(*v)},
+                headers={"Authorization": f"Bearer {TENANT_KEY}"},
+            )
+            print(f"  {r.json().get('route', r.status_code)}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, default=2)
     parser.add_argument("--per-group", type=int, default=4)
     parser.add_argument("--out", default="docs/dashboard")
     parser.add_argument("--store", help="SQLite path to keep (default: a temporary one)")
+    parser.add_argument("--fake", action="store_true", help="the tests' fake models (seconds)")
     parser.add_argument(
         "--max-minutes",
         type=float,
@@ -104,12 +134,15 @@ def main() -> None:
 
     config = ServerConfig(api_keys={TENANT_KEY: TENANT}, admin_keys={ADMIN_KEY}, rate_per_s=0)
     with (
-        MiniCache.local(store=store) as mc,
+        fake_engine(store) if args.fake else MiniCache.local(store=store) as mc,
         BackgroundServer(create_app(mc, config)) as server,
         httpx.Client(base_url=server.url, timeout=3600) as http,
     ):
         began = time.monotonic()
-        stream(http, args.groups, args.per_group, args.max_minutes * 60)
+        if args.fake:
+            fake_stream(http)
+        else:
+            stream(http, args.groups, args.per_group, args.max_minutes * 60)
         try:  # a build still running when time is up shows as "building"
             mc.wait_for_builds(
                 timeout=max(60.0, args.max_minutes * 60 - (time.monotonic() - began))

@@ -144,3 +144,26 @@ def test_every_option_is_in_the_committed_reference_with_its_default_and_a_descr
     assert committed.read_text(encoding="utf-8") == text, (
         "docs/configuration.md is stale: python -m minicache.server.reference > docs/configuration.md"
     )
+
+
+def test_the_grafana_dashboard_reads_metrics_the_server_exports(rig):
+    import json
+    import re
+    from pathlib import Path
+
+    from fakes import CR_VALUES, CURRENT_RATIO
+
+    rig.client.post("/v1/solve", json={"question": CURRENT_RATIO.ask(*CR_VALUES[0])})
+    exported = rig.client.get("/metrics").text
+    grafana = json.loads(
+        (Path(__file__).parents[2] / "docs" / "grafana-minicache.json").read_text(encoding="utf-8")
+    )
+    exprs = [t["expr"] for panel in grafana["panels"] for t in panel["targets"]]
+    names = {name for e in exprs for name in re.findall(r"minicache_\w+", e)}
+    assert names
+    declared = set(re.findall(r"^# TYPE (\w+) (\w+)", exported, re.M))
+    known = {n for n, _ in declared}
+    known |= {f"{n}_total" for n, kind in declared if kind == "counter"}
+    known |= {f"{n}_{s}" for n, kind in declared if kind == "histogram" for s in ("bucket", "sum")}
+    for name in names:
+        assert name in known, f"{name} is not exported"
