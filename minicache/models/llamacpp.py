@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from minicache.errors import BackendError, ModelFileError
-from minicache.models import fetch
+from minicache.models import fetch, llama_forwarding
 from minicache.models.base import (
     CPU_LOCK,
     Completion,
@@ -271,7 +271,14 @@ class LlamaCppBackend:
             began = time.perf_counter()
             try:
                 # A drafter runs under the same lock.
-                out = self.llm.create_chat_completion(**kwargs)
+                if opts.on_text is None:
+                    out = self.llm.create_chat_completion(**kwargs)
+                else:  # the pieces as they are made (a streamed miss), collected as the whole
+                    out = llama_forwarding.streamed(
+                        self.llm.create_chat_completion(**kwargs, stream=True),
+                        opts.on_text,
+                        len(prompt[0]) if prompt is not None else 0,
+                    )
             except ValueError as exc:  # e.g. prompt longer than the context window
                 raise BackendError(f"{self.name}: {exc}") from exc
             finally:
@@ -311,6 +318,16 @@ class LlamaCppBackend:
             draft=stats
             | {"cached_prompt_tokens": max(0, prompt_tokens - (log[0][0] if log else 0))},
         )
+
+    # -- pass-through (minicache.models.forwarding.Forwarding): the client's body as it came ---------
+    def forward_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return llama_forwarding.forward_chat(self, body)
+
+    def stream_chat(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        return llama_forwarding.stream_chat(self, body)
+
+    def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        return llama_forwarding.forward_completion(self, body)
 
     @contextmanager
     def _stepping_aside_for_requests(self) -> Iterator[None]:

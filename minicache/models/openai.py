@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +132,7 @@ class OpenAIBackend:
             if attempt:
                 time.sleep(self.backoff_s * (2 ** (attempt - 1)) * (1 + random.random() * 0.1))
             try:
-                return self._stream(url, body)
+                return self._stream(url, body, opts.on_text)
             except BackendTimeout:
                 raise
             except BackendUnavailable as exc:
@@ -146,46 +147,33 @@ class OpenAIBackend:
             **({"status": last.status} if isinstance(last, BackendResponseError) else {}),
         )
 
-    def _stream(self, url: str, body: dict[str, Any]) -> Completion:
-        began = time.perf_counter()
-        first: float | None = None
-        parts: list[str] = []
-        chunks = 0
-        usage: dict[str, Any] = {}
-        finish = "stop"
-        try:
-            with self._client.stream("POST", url, json=body) as response:
-                if response.status_code >= 400:
-                    response.read()
+    def _events(self, url: str, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The server's stream events for ``body``, as they arrive."""
+        with self._errors(url), self._client.stream("POST", url, json=body) as response:
+            _raise_for_status(url, response)
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    event = json.loads(data)
+                except json.JSONDecodeError as exc:
                     raise BackendResponseError(
-                        f"{url} answered HTTP {response.status_code}: {_error_text(response)}",
-                        status=response.status_code,
+                        f"{url} sent a malformed stream event: {data[:200]!r}"
+                    ) from exc
+                if "error" in event:
+                    raise BackendResponseError(
+                        f"{url} reported an error mid-stream: {event['error']}"
                     )
-                for line in response.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    try:
-                        event = json.loads(data)
-                    except json.JSONDecodeError as exc:
-                        raise BackendResponseError(
-                            f"{url} sent a malformed stream event: {data[:200]!r}"
-                        ) from exc
-                    if "error" in event:
-                        raise BackendResponseError(
-                            f"{url} reported an error mid-stream: {event['error']}"
-                        )
-                    usage = event.get("usage") or usage
-                    for choice in event.get("choices") or []:
-                        piece = (choice.get("delta") or {}).get("content")
-                        if piece:
-                            if first is None:
-                                first = time.perf_counter()
-                            parts.append(piece)
-                            chunks += 1
-                        finish = choice.get("finish_reason") or finish
+                yield event
+
+    @contextmanager
+    def _errors(self, url: str) -> Iterator[None]:
+        """httpx's failures as the backend errors the cache tells apart."""
+        try:
+            yield
         except httpx.TimeoutException as exc:
             raise BackendTimeout(
                 f"{url} did not answer within the timeout ({exc.__class__.__name__})"
@@ -194,6 +182,28 @@ class OpenAIBackend:
             raise BackendUnavailable(f"cannot reach {url}: {exc}") from exc
         except httpx.HTTPError as exc:
             raise BackendError(f"request to {url} failed: {exc}") from exc
+
+    def _stream(
+        self, url: str, body: dict[str, Any], on_text: Callable[[str], None] | None = None
+    ) -> Completion:
+        began = time.perf_counter()
+        first: float | None = None
+        parts: list[str] = []
+        chunks = 0
+        usage: dict[str, Any] = {}
+        finish = "stop"
+        for event in self._events(url, body):
+            usage = event.get("usage") or usage
+            for choice in event.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    if first is None:
+                        first = time.perf_counter()
+                    parts.append(piece)
+                    chunks += 1
+                    if on_text is not None:
+                        on_text(piece)
+                finish = choice.get("finish_reason") or finish
         end = time.perf_counter()
         first = first or end
         return Completion(
@@ -206,8 +216,44 @@ class OpenAIBackend:
             model=self.model,
         )
 
+    # -- pass-through (minicache.models.forwarding.Forwarding): one attempt, as a direct call ------
+    def forward_chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/chat/completions", {**body, "stream": False})
+
+    def stream_chat(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        check_real_models_allowed(f"OpenAIBackend({self.base_url})")
+        yield from self._events(f"{self.base_url}/chat/completions", {**body, "stream": True})
+
+    def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post("/completions", {**body, "stream": False})
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        check_real_models_allowed(f"OpenAIBackend({self.base_url})")
+        url = self.base_url + path
+        with self._errors(url):
+            response = self._client.post(url, json=body)
+        _raise_for_status(url, response)
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise BackendResponseError(
+                f"{url} answered with no JSON: {response.text[:200]!r}"
+            ) from exc
+        if not isinstance(data, dict):
+            raise BackendResponseError(f"{url} answered {type(data).__name__}, not an object")
+        return data
+
     def close(self) -> None:
         self._client.close()
+
+
+def _raise_for_status(url: str, response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        response.read()
+        raise BackendResponseError(
+            f"{url} answered HTTP {response.status_code}: {_error_text(response)}",
+            status=response.status_code,
+        )
 
 
 def _error_text(response: httpx.Response) -> str:
