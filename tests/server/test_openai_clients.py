@@ -1,0 +1,237 @@
+"""Real clients against a real uvicorn server with fake models: the official ``openai`` client (sync,
+async, streaming, retries) and LangChain's ``ChatOpenAI``. A calculation hits, a chat, a tool call
+and a ``response_format`` pass through in the target's own words, and a streamed miss shows its
+first token before its program runs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from minicache.config.engine import VerifyConfig
+from minicache.engine import EngineConfig, MiniCache
+from minicache.server import ServerConfig, create_app
+from minicache.server.testing import BackgroundServer
+from minicache.store import SQLiteStore
+
+GREETING = "Hello! How can I help you today?"
+WEATHER = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+
+
+def target_reply(body: dict) -> str | dict:
+    if body.get("tools"):
+        return {"tool_calls": [WEATHER]}
+    if body.get("response_format"):
+        return '{"city": "Paris", "temperature": 21}'
+    return GREETING
+
+
+class GatedTarget(FakeTarget):
+    """A target whose miss, once its text is out, waits for the test before its program runs."""
+
+    def __init__(self, mode: str = "ok") -> None:
+        super().__init__(mode)
+        self.release = threading.Event()
+        self.released_at = 0.0
+
+    def complete(self, messages, options=None):
+        out = super().complete(messages, options)
+        if options is not None and options.on_text is not None:
+            self.release.wait(10)
+            self.released_at = time.perf_counter()
+        return out
+
+
+@pytest.fixture
+def serve(tmp_path, sandbox):
+    """Factory: a live server over a MiniCache on fakes; yields (server url, engine, target)."""
+    made = []
+
+    def factory(target: FakeTarget | None = None):
+        target = target or FakeTarget()
+        target.forward = target_reply
+        mc = MiniCache(
+            target,
+            FakeSmall(),
+            store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
+            embedder=HashEmbedder(),
+            sandbox=sandbox,
+            config=EngineConfig(
+                background_builds=False,
+                audit_rate=0.0,
+                verify=VerifyConfig(probation=0),
+                build_early=0,
+            ),
+        )
+        server = BackgroundServer(create_app(mc, ServerConfig(rate_per_s=0))).start()
+        made.append((server, mc))
+        return f"{server.url}/v1", mc, target
+
+    yield factory
+    for server, mc in made:
+        server.stop()
+        mc.close()
+
+
+def client(url: str, **kwargs) -> openai.OpenAI:
+    http = httpx.Client(trust_env=False, timeout=30)
+    return openai.OpenAI(base_url=url, api_key="sk-test", http_client=http, **kwargs)
+
+
+def ask(question: str) -> list[dict]:
+    return [{"role": "user", "content": question}]
+
+
+def test_openai_client_a_calculation_hits_and_a_chat_passes_through(serve):
+    url, mc, target = serve()
+    routes = []
+    for values in CR_VALUES[:4]:
+        raw = client(url).chat.completions.with_raw_response.create(
+            model="m", messages=ask(CURRENT_RATIO.ask(*values))
+        )
+        completion = raw.parse()
+        assert float(completion.choices[0].message.content) == pytest.approx(
+            CURRENT_RATIO.answer(*values)
+        )
+        routes.append(raw.headers["x-minicache-route"])
+    assert routes == ["miss", "miss", "miss", "hit"]
+    assert raw.headers["x-minicache-group"] and raw.headers["x-minicache-entry"]
+    misses = len(target.calls)
+    chat = client(url).chat.completions.create(model="m", messages=ask("Hi there!"))
+    assert chat.choices[0].message.content == GREETING
+    assert chat.model_extra["minicache"]["route"] == "passthrough"
+    assert len(target.calls) == misses and len(target.forwarded) == 1
+    stats = mc.stats()
+    assert (stats["errors"], stats["passthroughs"], stats["hits"]) == (0, 1, 1)
+
+
+def test_openai_client_tool_calls_and_response_format_pass_through(serve):
+    url, mc, target = serve()
+    question = "What is the weather in Paris, in degrees?"
+    completion = client(url).chat.completions.create(model="m", messages=ask(question), tools=TOOLS)
+    call = completion.choices[0].message.tool_calls[0]
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "get_weather" and call.function.arguments == '{"city": "Paris"}'
+    structured = client(url).chat.completions.create(
+        model="m",
+        messages=ask(CURRENT_RATIO.ask(*CR_VALUES[0])),
+        response_format={"type": "json_object"},
+    )
+    assert structured.choices[0].message.content == '{"city": "Paris", "temperature": 21}'
+    assert len(target.forwarded) == 2 and target.calls == [] and mc.stats()["errors"] == 0
+
+
+def test_openai_client_a_failing_program_is_answered_by_the_target_and_502s_are_not_retried(
+    serve,
+):
+    url, mc, target = serve(FakeTarget("broken"))
+    completion = client(url, max_retries=2).chat.completions.create(
+        model="m", messages=ask(CURRENT_RATIO.ask(*CR_VALUES[0]))
+    )
+    assert completion.choices[0].message.content == GREETING
+    assert len(target.calls) == 1 and len(target.forwarded) == 1
+    # the native endpoint still fails; its 502 says a retry cannot help, and the client believes it
+    with pytest.raises(openai.APIStatusError) as info:
+        client(url, max_retries=2).post(
+            "/solve", body={"question": CURRENT_RATIO.ask(*CR_VALUES[1])}, cast_to=object
+        )
+    assert info.value.status_code == 502 and len(target.calls) == 2  # one call, not three
+    assert mc.stats()["errors"] == 1
+
+
+def test_async_openai_client(serve):
+    url, _, target = serve()
+
+    async def run() -> list[str]:
+        async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+            aclient = openai.AsyncOpenAI(base_url=url, api_key="sk-test", http_client=http)
+            answers = await asyncio.gather(
+                *(
+                    aclient.chat.completions.create(model="m", messages=ask(q))
+                    for q in (CURRENT_RATIO.ask(*CR_VALUES[0]), "Hi there!")
+                )
+            )
+            return [a.choices[0].message.content for a in answers]
+
+    assert asyncio.run(run()) == ["1.5", GREETING]
+
+
+def test_a_streamed_miss_shows_its_first_token_before_its_program_runs(serve):
+    url, _, target = serve(GatedTarget())
+    stream = client(url).chat.completions.create(
+        model="m", messages=ask(CURRENT_RATIO.ask(*CR_VALUES[0])), stream=True
+    )
+    pieces = []
+    first_at = None
+    for chunk in stream:
+        content = chunk.choices[0].delta.content if chunk.choices else None
+        if content:
+            if first_at is None:
+                first_at = time.perf_counter()
+                target.release.set()  # only now may the target return and its program run
+            pieces.append(content)
+    assert first_at is not None and first_at < target.released_at
+    assert "".join(pieces).startswith("Here is the program.")
+    assert "".join(pieces).endswith("\n\n1.5")
+    assert chunk.model_extra["minicache"]["route"] == "miss"
+
+
+def test_a_streamed_pass_through_with_the_openai_client(serve):
+    url, _, _ = serve()
+    stream = client(url).chat.completions.create(
+        model="m",
+        messages=ask("Hi there!"),
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == GREETING
+    assert chunks[-1].usage.completion_tokens == 7
+
+
+def test_langchain_chat_openai(serve):
+    langchain_openai = pytest.importorskip("langchain_openai")
+    url, mc, target = serve()
+    llm = langchain_openai.ChatOpenAI(
+        model="m",
+        base_url=url,
+        api_key="sk-test",
+        max_retries=0,
+        http_client=httpx.Client(trust_env=False, timeout=30),
+    )
+    answers = [llm.invoke(CURRENT_RATIO.ask(*values)).content for values in CR_VALUES[:4]]
+    assert [float(a) for a in answers] == pytest.approx(
+        [CURRENT_RATIO.answer(*v) for v in CR_VALUES[:4]]
+    )
+    assert mc.stats()["hits"] == 1
+    assert llm.invoke("Hi there!").content == GREETING
+    message = llm.bind_tools(TOOLS).invoke("What is the weather in Paris?")
+    assert message.tool_calls[0]["name"] == "get_weather"
+    assert message.tool_calls[0]["args"] == {"city": "Paris"}
+    streamed = "".join(str(part.content) for part in llm.stream("Hi there!"))
+    assert streamed == GREETING
+    assert mc.stats()["errors"] == 0 and mc.stats()["passthroughs"] == 3
