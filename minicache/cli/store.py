@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+# A MiniCacheError is printed as one "error:" line like every other command's (click's own
+# exception would print "Error:").
 from minicache.errors import MiniCacheError
 
 if TYPE_CHECKING:
@@ -39,11 +41,6 @@ def tenant_option(f):
     return click.option(
         "--tenant", default="default", show_default=True, help="Tenant whose cache to use."
     )(f)
-
-
-class NotFound(MiniCacheError):
-    """An entry the command names is not in the store: printed as one ``error:`` line, like every
-    other command's errors (click's own exception would print ``Error:``)."""
 
 
 @contextmanager
@@ -126,7 +123,7 @@ def entries_show(entry_id: str, store: str, tenant: str) -> None:
     with _open(store, create=False) as s:
         e = s.get_entry(tenant, entry_id)
     if e is None:
-        raise NotFound(f"no entry {entry_id} for tenant {tenant}")
+        raise MiniCacheError(f"no entry {entry_id} for tenant {tenant}")
     click.echo(json.dumps(e.to_json(), indent=2))
 
 
@@ -139,7 +136,7 @@ def entries_delete(entry_id: str, store: str, tenant: str) -> None:
     with _open(store, create=False) as s:
         deleted = s.delete_entry(tenant, entry_id)
     if not deleted:
-        raise NotFound(f"no entry {entry_id} for tenant {tenant}")
+        raise MiniCacheError(f"no entry {entry_id} for tenant {tenant}")
     click.echo(f"deleted {entry_id}")
 
 
