@@ -22,7 +22,7 @@ which :func:`minicache.config.models.load_engine_config` reads for the served en
     auth_fail_per_s = 0.5            # failed authentications allowed per client address: refill ...
     auth_fail_burst = 10             # ... and burst; beyond them -> 429 for that address
     header_timeout_s = 10.0          # request line and headers not complete by then -> 408, closed
-    max_connections = 768            # open connections in all; more -> 503 and closed
+    max_connections = 768            # open connections; more -> the oldest still in headers closed
     max_connections_per_address = 128  # ... and per client address (trusted proxies exempt)
     max_inflight_keyless = 8         # in-flight requests without a valid key, apart from tenants'
 
@@ -137,7 +137,8 @@ class ServerConfig:
     public_metrics: bool = False
     model_name: str = "minicache"  # the model name answers carry when a request names none
     header_timeout_s: float = 10.0  # request line and headers must arrive within this -> else 408
-    max_connections: int = 768  # open connections in all; more are refused (503) and closed
+    # open connections in all; past it a new one closes the one waiting longest for its headers
+    max_connections: int = 768
     # ... and per client address (a trusted proxy's own address is exempt: it carries many clients)
     max_connections_per_address: int = 128
     # requests without a valid key (dashboard pages, unknown paths) share this pool, apart from

@@ -10,9 +10,14 @@ likes, and a thousand of them starve every other client (and the sandbox's pipes
   ``header_timeout_s`` after it opened (or after the first byte of a later request on it);
 - closes a connection whose body is still arriving ``body_timeout_s`` (plus a second's grace, so
   the app's own 408 from :mod:`.middleware` comes first when it is reading) after the headers ended;
-- refuses a connection over ``max_connections`` open in all, or ``max_connections_per_address``
-  from its address, with 503 and ``Retry-After``, and closes it. A trusted proxy's own address is
-  counted only in the total: it carries many clients.
+- refuses a connection over ``max_connections_per_address`` from its address with 503 and
+  ``Retry-After``, and closes it (a trusted proxy's own address is counted only in the total: it
+  carries many clients);
+- at ``max_connections`` open in all, closes (408) the connection that has waited longest for its
+  request's headers to make room for the new one, and refuses (503) only when every open connection
+  is past its headers. Clients that hold connections without finishing a request (from however many
+  addresses) then only churn among themselves: a new client's headers arrive in milliseconds, long
+  before hundreds of later connections push it out.
 """
 
 from __future__ import annotations
@@ -35,23 +40,32 @@ BODY_GRACE_S = 1.0
 
 @dataclass
 class ConnectionCount:
-    """Open connections in all and per address (only touched on the event loop)."""
+    """Open connections in all and per address, and those waiting for a request's headers, oldest
+    first (only touched on the event loop)."""
 
     limit: int
     per_address: int
     exempt: TrustedProxies
     total: int = 0
     by_address: dict[str, int] = field(default_factory=dict)
+    waiting: dict[GuardedH11Protocol, None] = field(
+        default_factory=dict
+    )  # insertion order: oldest first
     refused: int = 0
+    evicted: int = 0
 
     def admit(self, address: str) -> str | None:
-        """Count a new connection, or say why it is refused."""
-        if self.total >= self.limit:
-            return f"The server has its limit of {self.limit} connections open; retry shortly."
+        """Count a new connection, or say why it is refused (see the module docstring)."""
         if not self.exempt.trusts(address) and self.by_address.get(address, 0) >= self.per_address:
             return (
                 f"This address has its limit of {self.per_address} connections open; retry shortly."
             )
+        if self.total >= self.limit:
+            if not self.waiting:
+                return f"The server has its limit of {self.limit} connections open; retry shortly."
+            oldest = next(iter(self.waiting))
+            self.evicted += 1
+            oldest.evict()  # releases its count at once
         self.total += 1
         self.by_address[address] = self.by_address.get(address, 0) + 1
         return None
@@ -158,8 +172,10 @@ class GuardedH11Protocol(H11Protocol):
     def _arm_header_timer(self) -> None:
         self._cancel_header_timer()
         self._header_timer = self.loop.call_later(self.header_timeout_s, self._header_timeout)
+        self.count.waiting[self] = None
 
     def _cancel_header_timer(self) -> None:
+        self.count.waiting.pop(self, None)
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
@@ -172,11 +188,24 @@ class GuardedH11Protocol(H11Protocol):
 
     def _header_timeout(self) -> None:
         self._header_timer = None
+        self.count.waiting.pop(self, None)
         if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
             return
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a response is still being written; its own request had complete headers
         message = f"The request headers did not arrive within {self.header_timeout_s:g} s."
+        self.transport.write(
+            _raw_response(408, "Request Timeout", message, "request_timeout", False)
+        )
+        self.transport.close()
+
+    def evict(self) -> None:
+        """Make room for a new connection: this one has waited longest for its headers."""
+        self._cancel_timers()
+        if self._address is not None:
+            self.count.release(self._address)
+            self._address = None
+        message = "The server is at its connection limit and the request headers had not arrived."
         self.transport.write(
             _raw_response(408, "Request Timeout", message, "request_timeout", False)
         )

@@ -90,7 +90,7 @@ def test_idle_connections_and_unfinished_headers_are_closed_with_408(tmp_path, s
 
 
 @pytest.mark.timeout(60)
-def test_connections_over_the_limits_are_refused_with_503_and_closed(tmp_path, sandbox):
+def test_connections_over_the_per_address_limit_are_refused_with_503_and_closed(tmp_path, sandbox):
     with served(
         tmp_path,
         sandbox,
@@ -113,19 +113,36 @@ def test_connections_over_the_limits_are_refused_with_503_and_closed(tmp_path, s
         for s in held[10:] + refused:
             s.close()
 
+
+@pytest.mark.timeout(60)
+def test_at_the_total_limit_the_longest_waiting_for_headers_make_room(tmp_path, sandbox):
+    limits = {"max_connections": 50, "max_connections_per_address": 500}
+    with served(tmp_path, sandbox, header_timeout_s=30.0, **limits) as server:
+        held = connect(server, 50, UNFINISHED)
+        later = connect(server, 10, UNFINISHED)
+        evicted = [outcome(s, 2.0) for s in held[:10]]
+        assert keyed_ok(server) == 200  # made room by closing the next-oldest
+        assert all(data.startswith(b"HTTP/1.1 408 ") for _, data in evicted)
+        assert outcome(held[10], 2.0)[1].startswith(b"HTTP/1.1 408 ")
+        assert [outcome(s, 0.01)[0] for s in held[11:] + later] == ["open"] * 49
+        for s in held + later:
+            s.close()
+
+    # every open connection is past its headers (bodies still arriving): nothing to evict, so 503
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + KEY.encode() + b"\r\nContent-Length: 100\r\n\r\n{"
+    )
     with served(
-        tmp_path,
-        sandbox,
-        header_timeout_s=30.0,
-        max_connections=50,
-        max_connections_per_address=500,
+        tmp_path, sandbox, body_timeout_s=30.0, max_inflight_per_caller=64, **limits
     ) as server:
-        held = connect(server, 50)
-        over = connect(server, 10)  # over the total
+        held = connect(server, 50, head)
+        time.sleep(0.3)
+        over = connect(server, 10)
         assert all(outcome(s, 5.0)[1].startswith(b"HTTP/1.1 503 ") for s in over)
         for s in held + over:
             s.close()
-        time.sleep(0.2)
+        time.sleep(0.3)
         assert keyed_ok(server) == 200
 
 
