@@ -148,6 +148,12 @@ class GuardedH11Protocol(H11Protocol):
         self._cancel_timers()
         super().connection_lost(exc)
 
+    def _should_upgrade(self) -> bool:
+        """Never: the app serves no WebSocket, and an upgraded connection would be handed to another
+        protocol object, whose close this count would never hear of. The request is served as
+        plain HTTP (``Upgrade`` ignored), quietly: a client must not be able to fill the log."""
+        return False
+
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE and self._header_timer is None:
             self._arm_header_timer()  # the first byte of a later request on a kept-alive connection
@@ -228,4 +234,4 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     """The options uvicorn needs to serve with these bounds: the guarded protocol, and uvicorn's
     own ``X-Forwarded-For`` handling off (it trusts loopback by default; :mod:`.forwarded` decides
     instead, from ``trusted_proxies``)."""
-    return {"http": guarded_h11(config), "proxy_headers": False}
+    return {"http": guarded_h11(config), "ws": "none", "proxy_headers": False}

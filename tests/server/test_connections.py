@@ -191,3 +191,22 @@ def test_serve_runs_uvicorn_with_the_guarded_protocol_and_without_its_forwarded_
     config = seen["c"]
     assert issubclass(config.http, GuardedH11Protocol) and config.http.header_timeout_s == 3.0
     assert config.proxy_headers is False
+
+
+@pytest.mark.timeout(60)
+def test_closed_connections_give_their_count_back_whatever_they_sent(tmp_path, sandbox):
+    upgrade = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+    upgrade += b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    with served(tmp_path, sandbox, header_timeout_s=1.0) as server:
+        count = server.server.config.http.count
+        socks = connect(server, 20, upgrade) + connect(server, 20, UNFINISHED)
+        socks += connect(server, 20, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        socks += connect(server, 20, b"NOT HTTP AT ALL\r\n\r\n")
+        time.sleep(1.5)  # answered, timed out or still kept alive
+        assert count.total == 40  # kept alive after /health, with or without Upgrade
+        for s in socks:
+            s.close()
+        deadline = time.monotonic() + 5
+        while count.total and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (count.total, count.by_address, count.waiting) == (0, {}, {})
