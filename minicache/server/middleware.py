@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,6 +29,10 @@ from minicache.server.auth import refuse_before_body
 from minicache.server.errors import ApiError, send_error
 from minicache.server.forwarded import TrustedProxies
 from minicache.server.metrics import OTHER, ServerMetrics
+
+if TYPE_CHECKING:
+    from minicache.server.config import ServerConfig
+    from minicache.server.serving import ServerState
 
 log = logging.getLogger("minicache.server")
 
@@ -38,6 +42,10 @@ UNLIMITED_PATHS = frozenset(
 
 
 class GuardMiddleware:
+    """The keys, the failed-key throttle and the trusted proxies are the serving state's, read from
+    the app a request is for (``scope["app"].state.server``); without one (a bare app in a test)
+    only the limits apply."""
+
     def __init__(
         self,
         app: Any,
@@ -59,7 +67,7 @@ class GuardMiddleware:
         self.inflight = 0  # only touched on the event loop, as are the others below
         self.by_caller: dict[str, int] = {}
         self.keyless_inflight = 0
-        self._proxies: tuple[Any, TrustedProxies] | None = None  # (the config, its proxies)
+        self._proxies: tuple[ServerConfig, TrustedProxies] | None = None  # a config's proxies
 
     def _too_large(self) -> ApiError:
         return ApiError(
@@ -68,11 +76,12 @@ class GuardMiddleware:
             code="request_too_large",
         )
 
-    def _admit(self, scope: dict[str, Any], server: Any) -> tuple[str, bool]:
+    def _admit(self, scope: dict[str, Any], server: ServerState | None) -> tuple[str, bool]:
         """Take a slot for this request's caller, or 503; the caller, and whether it is keyless."""
         who = self.caller(scope)
-        keyless = server is not None and server.auth.enabled and who.startswith("ip:")
-        if keyless:
+        keyless = False
+        if server is not None and server.auth.enabled and who.startswith("ip:"):
+            keyless = True
             pool, inflight = server.config.max_inflight_keyless, self.keyless_inflight
         else:
             pool, inflight = self.max_inflight, self.inflight
@@ -110,12 +119,12 @@ class GuardMiddleware:
             self.by_caller[who] = left
         self.metrics.inflight.dec()
 
-    def _trusted(self, server: Any) -> TrustedProxies:
+    def _trusted(self, server: ServerState) -> TrustedProxies:
         if self._proxies is None or self._proxies[0] is not server.config:
             self._proxies = (server.config, TrustedProxies(server.config.trusted_proxies))
         return self._proxies[1]
 
-    def _check_key(self, scope: dict[str, Any], server: Any, path: str) -> None:
+    def _check_key(self, scope: dict[str, Any], server: ServerState, path: str) -> None:
         """401 (or 429) from the headers alone, before the body (see the module docstring)."""
         authorization = dict(scope.get("headers") or []).get(b"authorization")
         client = (scope.get("client") or ("unknown", 0))[0]
@@ -136,7 +145,9 @@ class GuardMiddleware:
         began = time.perf_counter()
         state = {"status": 500, "started": False}
         path = scope.get("path", "")
-        server = getattr(getattr(scope.get("app"), "state", None), "server", None)
+        server: ServerState | None = getattr(
+            getattr(scope.get("app"), "state", None), "server", None
+        )
         if server is not None:
             scope = self._trusted(server).resolve(scope)
 
@@ -194,7 +205,8 @@ class GuardMiddleware:
                 exc.headers = {**(exc.headers or {}), "Connection": "close"}
             await send_error(send_tracked, exc)
         except Exception:
-            log.exception("unhandled error in %s %s", scope.get("method"), path)
+            # the path quoted, escapes and all: a client must not write lines of its own into the log
+            log.exception("unhandled error in %s %r", scope.get("method"), path)
             if state["started"]:
                 raise
             await send_error(
