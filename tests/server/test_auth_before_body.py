@@ -45,14 +45,18 @@ def served(tmp_path, sandbox, **limits) -> Iterator[BackgroundServer]:
 class SlowBody(threading.Thread):
     """A request whose body (Content-Length 200) arrives a byte every 0.5 s until stopped."""
 
-    def __init__(self, server: BackgroundServer, path: str, key: str | None) -> None:
+    def __init__(
+        self, server: BackgroundServer, path: str, key: str | None, source: str = "127.0.0.1"
+    ) -> None:
         super().__init__(daemon=True)
         auth = f"Authorization: Bearer {key}\r\n" if key else ""
         self.head = (
             f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{auth}"
             "Content-Length: 200\r\n\r\n"
         ).encode()
-        self.sock = socket.create_connection((server.host, server.port), timeout=5)
+        self.sock = socket.create_connection(
+            (server.host, server.port), timeout=5, source_address=(source, 0)
+        )
         self.stop = threading.Event()
         self.answer = b""
         self.answered_after: float | None = None
@@ -95,8 +99,12 @@ def test_keyless_and_wrong_key_slow_bodies_get_401_at_once_and_tenants_keep_work
     tmp_path, sandbox
 ):
     with served(tmp_path, sandbox, max_inflight=4, auth_fail_burst=1000) as server:
-        slow = [SlowBody(server, "/v1/chat/completions", None) for _ in range(20)]
-        slow += [SlowBody(server, "/v1/solve", "sk-wrong-key-000") for _ in range(10)]
+        # as many as the issue's attack: 64 slow bodies from four loopback addresses
+        sources = [f"127.0.3.{i}" for i in range(1, 5)]
+        slow = [SlowBody(server, "/v1/chat/completions", None, sources[i % 4]) for i in range(48)]
+        slow += [
+            SlowBody(server, "/v1/solve", "sk-wrong-key-000", sources[i % 4]) for i in range(16)
+        ]
         for s in slow:
             s.start()
         time.sleep(1.0)
@@ -106,11 +114,11 @@ def test_keyless_and_wrong_key_slow_bodies_get_401_at_once_and_tenants_keep_work
             s.stop.set()
             s.join(5)
     assert statuses == [200] * 10
-    assert [s.status for s in slow] == [b"HTTP/1.1 401 Unauthorized"] * 30
+    assert [s.status for s in slow] == [b"HTTP/1.1 401 Unauthorized"] * 64
     assert all(s.answered_after is not None and s.answered_after < 0.5 for s in slow)
     assert all(b"connection: close" in s.answer.lower() for s in slow)
     print(
-        f"30 slow keyless/wrong-key bodies: 401 within {max(s.answered_after for s in slow):.3f} s"
+        f"64 slow keyless/wrong-key bodies: 401 within {max(s.answered_after for s in slow):.3f} s"
     )
 
 

@@ -210,3 +210,14 @@ def test_closed_connections_give_their_count_back_whatever_they_sent(tmp_path, s
         while count.total and time.monotonic() < deadline:
             time.sleep(0.05)
         assert (count.total, count.by_address, count.waiting) == (0, {}, {})
+
+
+@pytest.mark.timeout(60)
+def test_a_body_the_app_never_reads_is_cut_off_a_second_after_the_body_timeout(tmp_path, sandbox):
+    head = b"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+    with served(tmp_path, sandbox, body_timeout_s=1.0) as server:
+        began = time.monotonic()
+        results = [outcome(s, 5.0) for s in connect(server, 5, head)]
+        took = time.monotonic() - began
+    assert all(state == "closed" and data.startswith(b"HTTP/1.1 404 ") for state, data in results)
+    assert took < 4.0
