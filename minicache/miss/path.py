@@ -26,6 +26,15 @@ from minicache.sandbox import SandboxPool
 from minicache.store import Example, Store, new_id
 
 
+def is_text(value: Any) -> bool:
+    """A program's answer that is words, not a computed value: a string, or an object of strings
+    only (``{"fr": "La bibliothèque ouvre à neuf heures."}``): what a target writes when asked
+    for a program about a request that is no computation."""
+    if isinstance(value, dict):
+        return all(isinstance(v, str) for v in value.values())
+    return isinstance(value, str)
+
+
 class MissPath:
     """Answers a request with the target model (and ``miss_retries`` corrected attempts if its program
     fails: none by default, so that a miss costs what PoT costs)."""
@@ -112,8 +121,8 @@ class MissPath:
                 sandbox_s += run.seconds
                 value = check_answer(run.value)
                 error = None
-                if isinstance(value, str) and passthrough:
-                    error = f"it returned text, not a number: {value[:80]!r}"
+                if passthrough and is_text(value):
+                    error = f"it returned text, not a number: {str(value)[:80]!r}"
                 break
             except ProgramError as exc:
                 error = f"{type(exc).__name__}: {exc}"

@@ -264,3 +264,48 @@ def test_a_streamed_miss_whose_program_fails_goes_on_with_the_targets_answer(mak
     assert len({c["id"] for c in chunks}) == 1
     assert chunks[-1]["minicache"]["route"] == "passthrough"
     assert counters(mc)["passthroughs"] == 1 and counters(mc)["errors"] == 0
+
+
+@pytest.mark.real_model
+def test_with_the_embedded_models_chats_are_answered_by_the_target_in_its_own_words(
+    tmp_path, sandbox, target_model, small_model
+):
+    from minicache.models.forwarding import forward_chat
+
+    mc = MiniCache(
+        target_model,
+        small_model,
+        store=SQLiteStore(tmp_path / "real.db"),
+        embedder=HashEmbedder(),
+        sandbox=sandbox,
+        config=EngineConfig(background_builds=False),
+    )
+    with TestClient(create_app(mc, ServerConfig(rate_per_s=0))) as client:
+        for prompt in (
+            "Write a haiku about autumn leaves.",
+            "Hi there!",
+            "Translate into French: good morning, my friend.",
+        ):
+            body = ask(prompt, max_tokens=16, temperature=0)
+            target_model.forget_request()
+            r = client.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+            text = r.json()["choices"][0]["message"]["content"]
+            assert r.json()["minicache"]["route"] == "passthrough" and text.strip()
+            target_model.forget_request()
+            assert text == forward_chat(target_model, body)["choices"][0]["message"]["content"]
+    mc.close()
+
+
+def test_a_program_that_answers_in_words_passes_through(make):
+    client, mc, target = make()
+    target.fn = lambda messages, options: (
+        "```python\ndef solve():\n    return {'fr': 'La bibliothèque ouvre à neuf heures.'}\n```"
+    )
+    question = "Translate into French: The library opens at 9 in the morning."
+    r = client.post("/v1/chat/completions", json=ask(question))
+    data = r.json()
+    assert data["choices"][0]["message"]["content"] == GREETING
+    assert "returned text" in data["minicache"]["reason"]
+    assert counters(mc) == {"requests": 1, "passthroughs": 1, "errors": 0, "misses": 0, "hits": 0}
+    assert mc.store.examples("default", data["minicache"]["group"]) == []
