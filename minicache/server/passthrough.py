@@ -19,7 +19,10 @@ from typing import Any, TypeVar
 from starlette.responses import Response, StreamingResponse
 
 from minicache.answers import Route, SolveResult
+from minicache.errors import InvalidRequest
 from minicache.models.forwarding import forward_chat, forward_completion, stream_chat
+from minicache.request import validate_request
+from minicache.server.errors import ApiError
 from minicache.server.openai_format import (
     Chunks,
     SafeJSONResponse,
@@ -27,7 +30,7 @@ from minicache.server.openai_format import (
     route_headers,
 )
 from minicache.server.protocol import CacheControls, ChatCompletionRequest
-from minicache.server.serving import ServerState, blocking, forward_error
+from minicache.server.serving import NO_RETRY, ServerState, blocking, forward_error
 from minicache.server.streaming import Feed, forwarded_chunks
 from minicache.stepcache import step_request_of
 
@@ -78,6 +81,30 @@ def request_reason(body: ChatCompletionRequest, controls: CacheControls) -> Reas
         if not has_numbers(f"{question}\n{context or ''}") and not _step_request(question, context):
             return Reason.NO_NUMBERS
     return None
+
+
+def check_question(
+    server: ServerState,
+    tenant: str,
+    question: str,
+    context: str | None,
+    controls: CacheControls,
+) -> None:
+    """A 400 for a question the engine would refuse (empty, a NUL, too long), though it is
+    forwarded: what was invalid before pass-through stays invalid."""
+    config = server.engine.config
+    try:
+        validate_request(
+            question,
+            context,
+            controls.group,
+            tenant,
+            "auto",
+            max_question_chars=config.max_question_chars,
+            max_context_chars=config.max_context_chars,
+        )
+    except InvalidRequest as exc:
+        raise ApiError(400, str(exc), code="invalid_request", headers=NO_RETRY) from None
 
 
 def _step_request(question: str, context: str | None) -> bool:

@@ -16,9 +16,6 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
 from minicache.answers import SolveResult, passed_through
-from minicache.errors import InvalidRequest
-from minicache.request import validate_request
-from minicache.server.errors import ApiError
 from minicache.server.jsonbody import GuardedRoute
 from minicache.server.openai_format import (
     Chunks,
@@ -28,7 +25,14 @@ from minicache.server.openai_format import (
     result_headers,
     sse,
 )
-from minicache.server.passthrough import SSE_HEADERS, Forwarded, Reason, error_event, request_reason
+from minicache.server.passthrough import (
+    SSE_HEADERS,
+    Forwarded,
+    Reason,
+    check_question,
+    error_event,
+    request_reason,
+)
 from minicache.server.protocol import (
     CacheControls,
     ChatCompletionRequest,
@@ -39,7 +43,6 @@ from minicache.server.protocol import (
     controls_from_headers,
 )
 from minicache.server.serving import (
-    NO_RETRY,
     ServerState,
     State,
     UserTenant,
@@ -72,22 +75,10 @@ async def chat_completions(
     raw = await request.json()
     controls = body.controls(request.headers)
     no_store = bool(controls.no_store)
-    reason = request_reason(body, controls)
     question, context = body.question_and_context()
+    reason = request_reason(body, controls)
     if reason is Reason.NO_NUMBERS:  # an empty or malformed question is refused as the engine would
-        config = server.engine.config
-        try:
-            validate_request(
-                question,
-                context,
-                controls.group,
-                tenant,
-                "auto",
-                max_question_chars=config.max_question_chars,
-                max_context_chars=config.max_context_chars,
-            )
-        except InvalidRequest as exc:
-            raise ApiError(400, str(exc), code="invalid_request", headers=NO_RETRY) from None
+        check_question(server, tenant, question, context, controls)
     if reason is not None:
         return await Forwarded(server, tenant, raw, no_store, passed_through(reason, "")).response()
     model = body.model or server.config.model_name
