@@ -518,3 +518,14 @@ def test_the_engine_option_route_exact_rows_reaches_every_tenants_index(tmp_path
         assert index.partition is not None  # routed through the coarse buckets
     finally:
         mc.close()
+
+
+def test_a_long_digit_run_is_masked_as_a_short_number_is():
+    """A 20,000-digit number masks to the same token a short one does (the run is cut before the
+    patterns run, so they cannot restart at each of its digits)."""
+    from minicache.route.router import skeleton
+
+    long = "9" * 20_000
+    assert skeleton(f"Solve for x: {long}x + 5 = 20, and {long}.5% of it") == skeleton(
+        "Solve for x: 9x + 5 = 20, and 9.5% of it"
+    )
