@@ -40,7 +40,12 @@ from minicache.hit.path import HitPath
 from minicache.hit.verify import HitVerifier, demoted
 from minicache.miss.path import MissPath
 from minicache.models.base import ModelBackend
-from minicache.models.compute import CPU_LOCK, mark_background_thread, thread_waited_s
+from minicache.models.compute import (
+    CPU_LOCK,
+    mark_background_thread,
+    thread_waited_s,
+    working_for,
+)
 from minicache.request import shared_prefix, validate_request
 from minicache.route.router import Embedder, LazyMiniLM, Router, route_embedder
 from minicache.sandbox import SandboxPool
@@ -48,18 +53,8 @@ from minicache.stepcache import StepCache, step_request_of
 from minicache.store import Store, new_id, open_store
 
 # What ``from minicache.engine import ...`` has always offered; each now lives with its stage.
-__all__ = [
-    "MiniCache",
-    "EngineConfig",
-    "SolveResult",
-    "SolveError",
-    "InvalidRequest",
-    "format_answer",
-    "check_answer",
-    "requested_decimals",
-    "MAX_DECIMALS",
-    "shared_prefix",
-]
+__all__ = ["MiniCache", "EngineConfig", "SolveResult", "SolveError", "InvalidRequest"]
+__all__ += ["format_answer", "check_answer", "requested_decimals", "MAX_DECIMALS", "shared_prefix"]
 
 
 class MiniCache:
@@ -180,26 +175,27 @@ class MiniCache:
         )
         step_request = step_request_of(question, context, mode)
         try:
-            if step_request is not None:
-                result = self.steps.solve(
-                    question,
-                    tenant,
-                    record=not no_store,
-                    reuse=not (no_cache or force_refresh),
-                    request=step_request,
-                ).to_result()
-            else:
-                result = self._serve(
-                    question,
-                    context,
-                    group,
-                    tenant,
-                    no_cache=no_cache,
-                    no_store=no_store,
-                    force_refresh=force_refresh,
-                    passthrough=passthrough,
-                    on_text=on_text,
-                )
+            with working_for(tenant):  # its sandbox jobs and CPU-heavy work take the tenant's turns
+                if step_request is not None:
+                    result = self.steps.solve(
+                        question,
+                        tenant,
+                        record=not no_store,
+                        reuse=not (no_cache or force_refresh),
+                        request=step_request,
+                    ).to_result()
+                else:
+                    result = self._serve(
+                        question,
+                        context,
+                        group,
+                        tenant,
+                        no_cache=no_cache,
+                        no_store=no_store,
+                        force_refresh=force_refresh,
+                        passthrough=passthrough,
+                        on_text=on_text,
+                    )
         except BaseException:
             if not no_store:
                 count_failed(self.store, tenant)
