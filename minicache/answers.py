@@ -88,7 +88,8 @@ def passed_through(reason: str, group: str, tokens: dict[str, int] | None = None
     return SolveResult(None, Route.PASSTHROUGH, group, tokens=spent, passthrough_reason=reason)
 
 
-_DECIMALS = re.compile(r"(\d+|one|two|three|four) decimal places?", re.I)
+# Starts only where a number starts: inside a long run of digits every start would rescan the run.
+_DECIMALS = re.compile(r"(?<!\d)(\d+|one|two|three|four) decimal places?", re.I)
 _WORD_NUM = {"one": 1, "two": 2, "three": 3, "four": 4}
 # a float has 17 significant digits; "50000000 decimal places" would be a 50 MB answer
 MAX_DECIMALS = 100
