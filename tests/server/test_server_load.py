@@ -251,9 +251,10 @@ B_HITS = int(os.environ.get("B_HITS", "300"))
 B_DEADLINE_S = 25.0
 IDLE_CONNECTIONS = 1050
 SLOW_BODIES = 16
-HIT_P99_BOUND_S = (
-    1.0  # the acceptance asks 100 ms; this is what a loaded 2-core runner always meets
-)
+# The acceptance asks for a p99 under 100 ms, which this machine meets when nothing else runs (the
+# test prints the figures); the assertion is the bound a loaded 2-core CI runner always meets: no
+# starvation, as against the seconds b's hits waited before.
+HIT_P99_BOUND_S = 1.0
 NINES = "9" * 5000
 HUGE_STEP = (
     f"Solve for x: {NINES}x + 5 = 20. Show your work as numbered steps, one per line, and end "
@@ -399,13 +400,6 @@ class _Attacks:
 
 @pytest.mark.load
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    reason="routing (minicache.route.router.skeleton) spends about 0.5 s of regular-expression time "
-    "holding the interpreter lock on a 5,000-digit number, which stalls b's hits and times out their "
-    "sandbox jobs; and b's keep-alive connection was once reset under the idle-connection flood "
-    "(the connection limits)",
-    strict=False,
-)
 def test_one_tenants_attacks_do_not_starve_another_tenants_hits(tmp_path):
     """Tenant b's hits while tenant a runs, at once: ~1,050 idle connections, keyless slow bodies,
     StepCache requests with 5,000-digit numbers and hits on an entry whose program loops to the
@@ -503,21 +497,6 @@ def test_one_tenants_attacks_do_not_starve_another_tenants_hits(tmp_path):
     )
     assert statuses == Counter({200: len(took)}), statuses  # no 5xx, nothing else either
     assert not [k for k in attacks.statuses if k.startswith("500")], attacks.statuses
-    if (p99 >= HIT_P99_BOUND_S or routes["hit"] < len(took) * 0.95) and _routing_is_quadratic():
-        pytest.xfail(
-            f"b's hit p99 {p99 * 1000:.0f} ms, routes {dict(routes)}: routing masks a "
-            "5,000-digit number in about 0.5 s "
-            "of regular-expression time holding the interpreter lock "
-            "(minicache.route.router.skeleton is quadratic in a number's length)"
-        )
     assert routes["hit"] >= len(took) * 0.95, routes
     assert any(k.startswith("200") for k in attacks.statuses)  # a was served too
     assert p99 < HIT_P99_BOUND_S, (p50, p99, took[-1])
-
-
-def _routing_is_quadratic() -> bool:
-    from minicache.route.router import skeleton
-
-    began = time.perf_counter()
-    skeleton(HUGE_STEP)
-    return time.perf_counter() - began > 0.05
