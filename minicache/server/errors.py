@@ -37,6 +37,11 @@ _KINDS = {
     503: ("server_error", "overloaded"),
 }
 STORE_BUSY_RETRY_S = 2
+# The 4xx answers a retry of the same request can change: a timeout, a rate limit. Every other 4xx
+# says ``x-should-retry: false``, which the openai client reads before its own rules (it would
+# retry a 409, for one).
+RETRYABLE_4XX = frozenset({408, 429})
+NO_RETRY = {"x-should-retry": "false"}
 
 
 class ApiError(HTTPException):
@@ -51,6 +56,8 @@ class ApiError(HTTPException):
         param: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        if 400 <= status < 500 and status not in RETRYABLE_4XX:
+            headers = {**NO_RETRY, **(headers or {})}
         super().__init__(status, message, headers=headers)
         self.status = status
         self.message = message
