@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("minicache.server")
 
-UNLIMITED_PATHS = frozenset(
-    {"/health", "/metrics"}
-)  # never refused for load: probes must get through
+# Never refused for load: a liveness or readiness probe that fails under load would take a busy
+# server out of rotation (or restart it) exactly when it is serving.
+UNLIMITED_PATHS = frozenset({"/health", "/ready", "/metrics"})
 
 
 class GuardMiddleware:
