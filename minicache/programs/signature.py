@@ -1,13 +1,12 @@
-"""Build: turn a group's examples into a cache entry (template + parameterized program).
+"""Program analysis shared by the stages: a program's signature, its defaults, and whether two
+answers (or two words) match.
 
 The miss path asks the target for a plain PoT program; :mod:`minicache.programs.lifting` turns such a
 program into a parameterized one (the request's numbers become keyword parameters with comments),
 and a program the target already wrote with parameters is used as it is. Either way the signature
 ``def solve(x=1.0,  # what x is, unit)`` gives the template (names, types, descriptions and units
-from the comments). Only if none of the group's own programs generalizes does a build ask the
-target to write one from the examples, with the failures fed back, a bounded number of times.
-Whatever the source, a candidate is trusted only after the real hit path (small-model extraction,
-then the program in the sandbox) reproduces held examples.
+from the comments), which the build turns into an entry and the hit path fills
+(:mod:`minicache.build`, :mod:`minicache.hit`).
 """
 
 from __future__ import annotations

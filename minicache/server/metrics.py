@@ -1,7 +1,7 @@
 """Prometheus metrics, in a registry of the app's own (two apps in one process never share counts).
 
 Counted by the server as requests pass: ``minicache_requests_total{endpoint,tenant,route}`` (route is
-hit | miss | fallback | step-reuse | step-patch | step-skip | invalid | error),
+hit | miss | fallback | passthrough | step-reuse | step-patch | step-skip | invalid | error),
 ``minicache_stage_seconds{stage,route}`` (from the engine's timings), target/small tokens used and
 target tokens saved (estimate: a hit saves what misses of its group cost on average), HTTP requests
 and errors by status. Read from the engine at scrape time:
