@@ -7,6 +7,8 @@ surrogates, invalid UTF-8). Keys and ``X-MiniCache-*`` headers vary too. Whateve
 
 - never a 500 (nor any 5xx but 502, "no answer", and 503, "overloaded"), and always a JSON body for errors;
 - a rejected request (4xx) leaves the store exactly as it was: counters, entries, groups.
+
+The dashboard's pages are fuzzed the same way, on both stores, in test_dashboard_fuzz.py.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hypothesis import strategies as st
 from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
 from minicache.engine import EngineConfig, MiniCache
 from minicache.server import ServerConfig, create_app
-from minicache.store import SQLiteStore
+from minicache.store import SQLiteStore, Store
 
 KEY_A, KEY_ADMIN = "sk-fuzz-tenant-a1", "sk-fuzz-admin-000"
 TENANTS = ("a", "default", "b")
@@ -88,7 +90,7 @@ def body_properties(schema: dict, op: dict) -> list[str]:
     return sorted(schema["components"]["schemas"][ref.rsplit("/", 1)[1]].get("properties", {}))
 
 
-def snapshot(store: SQLiteStore, extra: tuple[str, ...] = ()) -> dict:
+def snapshot(store: Store, extra: tuple[str, ...] = ()) -> dict:
     return {
         t: (
             store.counters(t),
