@@ -338,9 +338,7 @@ def test_fair_gate_keeps_a_slot_for_a_tenant_that_holds_none():
     gate = FairGate(2)
     assert gate.acquire("a", timeout=0)
     assert not gate.acquire("a", timeout=0.05)  # the last free slot is the reserve
-    began = time.perf_counter()
-    assert gate.acquire("b", timeout=1)  # ... which b takes at once
-    assert time.perf_counter() - began < 0.05
+    assert gate.acquire("b", timeout=0)  # ... which b takes at once, without waiting
     gate.release("a")
     assert gate.held("a") == 0 and gate.held("b") == 1
     assert gate.acquire(None, timeout=0) and gate.acquire("c", timeout=0) is False
