@@ -132,3 +132,32 @@ def test_compare_of_a_run_with_itself_finds_no_change(
     assert (
         capsys.readouterr().out == "3 requests in the later run, 3 in both, 0 served differently\n"
     )
+
+
+def test_first40_compare_counts_the_requests_whose_route_answer_or_group_moved(tmp_path, capsys):
+    from minicache_bench.tools import first40
+
+    def write(folder, answers):
+        folder.mkdir()
+        rows = [
+            {
+                "method": "minicache",
+                "id": f"r{i}",
+                "route": route,
+                "answer": answer,
+                "group": "g",
+                "correct": True,
+                "tokens": {"target": 10, "small": 0},
+            }
+            for i, (route, answer) in enumerate(answers)
+        ]
+        (folder / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write(tmp_path / "before", [("miss", 1.5), ("hit", 2.0)])
+    write(tmp_path / "same", [("miss", 1.5), ("hit", 2.0)])
+    write(tmp_path / "moved", [("miss", 1.5), ("miss", 2.0)])
+    assert first40.compare(tmp_path / "before", tmp_path / "same") == 0
+    assert first40.compare(tmp_path / "before", tmp_path / "moved") == 1
+    out = capsys.readouterr().out
+    assert "r1: ('hit', '2.0', 'g') -> ('miss', '2.0', 'g')" in out
+    assert "target tokens: 20 before, 20 after" in out
