@@ -5,7 +5,7 @@ by a program. Anything else, a greeting, a translation, a tool call, a structure
 sampled choices, a continued conversation, is forwarded to the target as the client wrote it
 (:func:`minicache.models.forwarding.forward_chat`), and the client gets the target's own answer.
 The engine adds the cases it finds on the way (a group marked uncacheable, a failing program: see
-:class:`minicache.answers.PassThrough`). Each forwarded request records why, in its ``minicache``
+:func:`minicache.answers.passed_through`). Each forwarded request records why, in its ``minicache``
 object.
 """
 
