@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -349,3 +351,29 @@ def tokenize(text: str) -> list[int]:
         out.append(VOCAB.index(match))
         i += len(match)
     return out
+
+
+@contextmanager
+def guarded_server(tmp_path: Path, sandbox: Any, config: Any) -> Iterator[Any]:
+    """A real uvicorn server, as ``minicache serve`` runs it (the guarded protocol and its
+    connection bounds), in front of an engine on the fake models: for the tests of what the server
+    does with connections, keys and forwarded addresses before the engine is asked anything."""
+    from minicache.engine import EngineConfig, MiniCache
+    from minicache.server import create_app
+    from minicache.server.connections import uvicorn_options
+    from minicache.server.testing import BackgroundServer
+    from minicache.store import SQLiteStore
+
+    engine = MiniCache(
+        FakeTarget(),
+        FakeSmall(),
+        store=SQLiteStore(tmp_path / "guarded.db"),
+        embedder=HashEmbedder(),
+        sandbox=sandbox,
+        config=EngineConfig(background_builds=False),
+    )
+    try:
+        with BackgroundServer(create_app(engine, config), **uvicorn_options(config)) as server:
+            yield server
+    finally:
+        engine.close()

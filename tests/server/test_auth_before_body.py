@@ -14,12 +14,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from fakes import CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
-from minicache.engine import EngineConfig, MiniCache
-from minicache.server import ServerConfig, create_app
-from minicache.server.connections import uvicorn_options
+from fakes import CURRENT_RATIO, guarded_server
+from minicache.server import ServerConfig
 from minicache.server.testing import BackgroundServer
-from minicache.store import SQLiteStore
 
 KEY_A, KEY_B = "sk-body-tenant-a1", "sk-body-tenant-b2"
 
@@ -27,19 +24,8 @@ KEY_A, KEY_B = "sk-body-tenant-a1", "sk-body-tenant-b2"
 @contextmanager
 def served(tmp_path, sandbox, **limits) -> Iterator[BackgroundServer]:
     config = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, rate_per_s=0, **limits)
-    engine = MiniCache(
-        FakeTarget(),
-        FakeSmall(),
-        store=SQLiteStore(tmp_path / "body.db"),
-        embedder=HashEmbedder(),
-        sandbox=sandbox,
-        config=EngineConfig(background_builds=False),
-    )
-    try:
-        with BackgroundServer(create_app(engine, config), **uvicorn_options(config)) as server:
-            yield server
-    finally:
-        engine.close()
+    with guarded_server(tmp_path, sandbox, config) as server:
+        yield server
 
 
 class SlowBody(threading.Thread):

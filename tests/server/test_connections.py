@@ -13,10 +13,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from fakes import FakeSmall, FakeTarget, HashEmbedder
+from fakes import FakeSmall, FakeTarget, HashEmbedder, guarded_server
 from minicache.engine import EngineConfig, MiniCache
-from minicache.server import ServerConfig, create_app
-from minicache.server.connections import uvicorn_options
+from minicache.server import ServerConfig
 from minicache.server.testing import BackgroundServer
 from minicache.store import SQLiteStore
 
@@ -28,19 +27,8 @@ UNFINISHED = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
 @contextmanager
 def served(tmp_path, sandbox, **limits) -> Iterator[BackgroundServer]:
     config = ServerConfig(api_keys={KEY: "a"}, rate_per_s=0, **limits)
-    engine = MiniCache(
-        FakeTarget(),
-        FakeSmall(),
-        store=SQLiteStore(tmp_path / "conn.db"),
-        embedder=HashEmbedder(),
-        sandbox=sandbox,
-        config=EngineConfig(background_builds=False),
-    )
-    try:
-        with BackgroundServer(create_app(engine, config), **uvicorn_options(config)) as server:
-            yield server
-    finally:
-        engine.close()
+    with guarded_server(tmp_path, sandbox, config) as server:
+        yield server
 
 
 def connect(server: BackgroundServer, n: int, first: bytes = b"") -> list[socket.socket]:

@@ -10,14 +10,11 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from fakes import FakeSmall, FakeTarget, HashEmbedder
-from minicache.engine import EngineConfig, MiniCache
+from fakes import guarded_server
 from minicache.errors import ConfigError
-from minicache.server import ServerConfig, create_app
-from minicache.server.connections import uvicorn_options
+from minicache.server import ServerConfig
 from minicache.server.forwarded import TrustedProxies
 from minicache.server.testing import BackgroundServer
-from minicache.store import SQLiteStore
 
 KEY = "sk-fwd-tenant-a1"
 WRONG = {"Authorization": "Bearer sk-wrong-guess-00"}
@@ -28,19 +25,8 @@ def served(tmp_path, sandbox, **settings) -> Iterator[BackgroundServer]:
     config = ServerConfig(
         api_keys={KEY: "a"}, rate_per_s=0, auth_fail_per_s=0.01, auth_fail_burst=5, **settings
     )
-    engine = MiniCache(
-        FakeTarget(),
-        FakeSmall(),
-        store=SQLiteStore(tmp_path / "fwd.db"),
-        embedder=HashEmbedder(),
-        sandbox=sandbox,
-        config=EngineConfig(background_builds=False),
-    )
-    try:
-        with BackgroundServer(create_app(engine, config), **uvicorn_options(config)) as server:
-            yield server
-    finally:
-        engine.close()
+    with guarded_server(tmp_path, sandbox, config) as server:
+        yield server
 
 
 def guesses(server: BackgroundServer, n: int, forwarded: list[str]) -> list[int]:
