@@ -30,7 +30,7 @@ from minicache.server.openai_format import (
     route_headers,
 )
 from minicache.server.protocol import CacheControls, ChatCompletionRequest
-from minicache.server.serving import NO_RETRY, ServerState, blocking, forward_error
+from minicache.server.serving import ServerState, blocking, forward_error
 from minicache.server.streaming import Feed, forwarded_chunks
 from minicache.stepcache import step_request_of
 
@@ -104,7 +104,7 @@ def check_question(
             max_context_chars=config.max_context_chars,
         )
     except InvalidRequest as exc:
-        raise ApiError(400, str(exc), code="invalid_request", headers=NO_RETRY) from None
+        raise ApiError(400, str(exc), code="invalid_request") from None
 
 
 def _step_request(question: str, context: str | None) -> bool:

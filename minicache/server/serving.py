@@ -29,15 +29,13 @@ from minicache.server.auth import (
     RateLimiter,
 )
 from minicache.server.config import ServerConfig
-from minicache.server.errors import ApiError, store_busy
+from minicache.server.errors import NO_RETRY, ApiError, store_busy
 from minicache.server.metrics import ServerMetrics
 from minicache.server.protocol import CacheControls, Label
 from minicache.store.sqlite import StoreBusy
 
 log = logging.getLogger("minicache.server")
 T = TypeVar("T")
-# A retry cannot change these answers: the openai client reads this header before its own rules.
-NO_RETRY = {"x-should-retry": "false"}
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -110,7 +108,7 @@ class ServerState:
             return await blocking(run)
         except InvalidRequest as exc:
             self.metrics.failed(endpoint, tenant, "invalid")
-            raise ApiError(400, str(exc), code="invalid_request", headers=NO_RETRY) from None
+            raise ApiError(400, str(exc), code="invalid_request") from None
         except StoreBusy as exc:
             self.metrics.failed(endpoint, tenant, "error")
             log.warning("store busy while solving (tenant %s): %s", tenant, exc)
@@ -161,10 +159,7 @@ def forward_error(exc: BaseException) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, BackendResponseError) and exc.status and 400 <= exc.status < 500:
-        retry = exc.status in (408, 429)
-        return ApiError(
-            exc.status, str(exc), code="target_refused", headers=None if retry else NO_RETRY
-        )
+        return ApiError(exc.status, str(exc), code="target_refused")  # it says whether to retry
     if isinstance(exc, BackendError):
         return ApiError(502, f"The target failed: {exc}", code="target_failed")
     log.error("forwarding to the target failed unexpectedly", exc_info=exc)
