@@ -35,9 +35,10 @@ from minicache.config.engine import EngineConfig
 from minicache.counters import count_failed, count_served, tenant_stats
 from minicache.errors import ExtractionError, HitRefused, InvalidRequest, ProgramError, SolveError
 from minicache.events import EventLog
+from minicache.hit.audits import demoted
 from minicache.hit.extraction import Extractor
 from minicache.hit.path import HitPath
-from minicache.hit.verify import HitVerifier, demoted
+from minicache.hit.verify import HitVerifier
 from minicache.miss.path import MissPath
 from minicache.models.base import ModelBackend
 from minicache.models.compute import (

@@ -43,14 +43,11 @@ from typing import Any
 
 from minicache.hit.align_text import align_text
 from minicache.hit.cues import PER_YEAR, cue_score, number_words, positions
-from minicache.hit.exemplars import (
-    learn_exemplar,
-)  # kept importable here: minicache.build imports it
 from minicache.hit.tables import align_table
 from minicache.programs.numbers import Position
 from minicache.programs.signature import words_match
 
-__all__ = ["Alignment", "align", "learn_exemplar", "same_value", "same_values"]
+__all__ = ["Alignment", "align", "same_value", "same_values"]
 
 
 @dataclass

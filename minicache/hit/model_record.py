@@ -26,7 +26,7 @@ the miss it would most likely have paid for anyway, and zero-model hits are serv
 
 from __future__ import annotations
 
-from minicache.hit.verify import wilson_upper
+from minicache.hit.audits import wilson_upper
 from minicache.store.base import Entry
 
 

@@ -33,26 +33,13 @@ from typing import Any
 from minicache.config.engine import VerifyConfig
 from minicache.errors import ExtractionError, HitRefused
 from minicache.hit.align import Alignment, align, same_value, same_values
-from minicache.hit.audits import demoted, needs_probation, probation_reason, wilson_upper
 from minicache.hit.checks import Check
 from minicache.hit.corroboration import corroborate, rule_readings
 from minicache.hit.extraction import Extraction, Extractor, Method, check_types
-from minicache.hit.profile import check_answer, checked_values, learn_profile
+from minicache.hit.profile import check_answer, checked_values
 from minicache.store.base import Entry
 
-# Kept importable from here: the engine and the build stage import these names from this module.
-__all__ = [
-    "MODEL_PATHS",
-    "REFUTING",
-    "ZERO_MODEL_PATHS",
-    "HitRefused",
-    "HitVerifier",
-    "demoted",
-    "learn_profile",
-    "needs_probation",
-    "probation_reason",
-    "wilson_upper",
-]
+__all__ = ["MODEL_PATHS", "REFUTING", "ZERO_MODEL_PATHS", "HitRefused", "HitVerifier"]
 
 # Extraction methods where the small model chose the values, and those where it did not.
 MODEL_PATHS = (Method.CHOICE, Method.FREE, Method.SECOND_CHOICE)
