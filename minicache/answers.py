@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 from minicache.errors import AnswerError
 
@@ -38,14 +38,10 @@ class Route(StrEnum):
     ERROR = "error"
 
 
-# What the hit and miss paths pass as text; SolveResult reads it as a Route.
-RouteName = Literal["hit", "miss"]
-
-
 @dataclass
 class SolveResult:
     answer: Any
-    route: Route | RouteName
+    route: Route
     group: str
     entry_id: str | None = None
     program: str | None = None

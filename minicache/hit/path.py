@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from minicache.answers import SolveResult, check_answer, format_answer
+from minicache.answers import Route, SolveResult, check_answer, format_answer
 from minicache.config.engine import EngineConfig
 from minicache.errors import HitRefused, MiniCacheError
 from minicache.events import EventLog
@@ -115,7 +115,7 @@ class HitPath:
         return SolveResult(
             answer=value,
             answer_text=format_answer(value, question),
-            route="hit",
+            route=Route.HIT,
             group=entry.group_id,
             entry_id=entry.id,
             program=entry.program,

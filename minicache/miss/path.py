@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from minicache.answers import SolveResult, check_answer, format_answer, passed_through
+from minicache.answers import Route, SolveResult, check_answer, format_answer, passed_through
 from minicache.config.engine import EngineConfig
 from minicache.errors import BackendError, ProgramError, SolveError
 from minicache.miss.prompts import plain_pot_messages
@@ -165,7 +165,7 @@ class MissPath:
         return SolveResult(
             answer=value,
             answer_text=format_answer(value, question),
-            route="miss",
+            route=Route.MISS,
             group=group_id,
             program=code,
             variables=variables,
