@@ -19,15 +19,12 @@ from minicache import __version__
 from minicache.cli.config import show_config
 from minicache.cli.demo import demo
 from minicache.cli.engine import engine_option, solve
-from minicache.cli.models import llama_build_status, models
+from minicache.cli.models import models
 from minicache.cli.options import Runtime
 from minicache.cli.store import entries, stats
 from minicache.errors import MiniCacheError
 
 __all__ = ["Runtime", "main"]
-
-# The models command's llama.cpp check, under the name the smoke-check tests call it by here.
-_llama_build_status = llama_build_status
 
 
 class _Group(click.Group):

@@ -76,7 +76,7 @@ def test_build_features_the_cpu_lacks_are_named():
 
 
 def test_models_command_reports_a_crashing_build_in_its_json_and_fails(monkeypatch):
-    from minicache.cli import main as cli
+    from minicache.cli.models import llama_build_status
 
     calls = []
     real_child = smoke.run_child
@@ -91,7 +91,7 @@ def test_models_command_reports_a_crashing_build_in_its_json_and_fails(monkeypat
         "small": {"path": "/m/s.gguf", "verified": False},
         "embedder": {"path": "/m/e", "verified": True},
     }
-    llama = cli._llama_build_status(status, smoke=True)
+    llama = llama_build_status(status, smoke=True)
     assert calls == ["-", "/m/t.gguf"]  # only verified GGUF models are decoded
     assert not llama["ok"] and "SIGSEGV" in llama["error"]
     assert llama["smoke"]["target"]["ok"] is False
