@@ -377,3 +377,27 @@ def guarded_server(tmp_path: Path, sandbox: Any, config: Any) -> Iterator[Any]:
             yield server
     finally:
         engine.close()
+
+
+# What a target's own answers look like in the pass-through tests: a chat reply, a tool call, and the
+# tool it was offered (OpenAI's format).
+GREETING = "Hello! How can I help you today?"
+WEATHER_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]

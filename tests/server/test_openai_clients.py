@@ -13,38 +13,26 @@ import httpx
 import openai
 import pytest
 
-from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from fakes import (
+    CR_VALUES,
+    CURRENT_RATIO,
+    GREETING,
+    TOOLS,
+    WEATHER_CALL,
+    FakeSmall,
+    FakeTarget,
+    HashEmbedder,
+)
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.server import ServerConfig, create_app
 from minicache.server.testing import BackgroundServer
 from minicache.store import SQLiteStore
 
-GREETING = "Hello! How can I help you today?"
-WEATHER = {
-    "id": "call_1",
-    "type": "function",
-    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
-
 
 def target_reply(body: dict) -> str | dict:
     if body.get("tools"):
-        return {"tool_calls": [WEATHER]}
+        return {"tool_calls": [WEATHER_CALL]}
     if body.get("response_format"):
         return '{"city": "Paris", "temperature": 21}'
     return GREETING

@@ -9,27 +9,20 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from fakes import (
+    CR_VALUES,
+    CURRENT_RATIO,
+    GREETING,
+    TOOLS,
+    WEATHER_CALL,
+    FakeSmall,
+    FakeTarget,
+    HashEmbedder,
+)
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.server import ServerConfig, create_app
 from minicache.store import SQLiteStore
-
-GREETING = "Hello! How can I help you today?"
-WEATHER_CALL = {
-    "id": "call_1",
-    "type": "function",
-    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
-        },
-    }
-]
 
 
 @pytest.fixture
