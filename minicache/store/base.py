@@ -11,6 +11,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -219,6 +220,21 @@ class Store(Protocol):
 
     def bump(self, tenant: str, counter: str, n: int = 1) -> None: ...
     def counters(self, tenant: str) -> dict[str, int]: ...
+    # every tenant that has counters, groups or entries, sorted
+    def tenants(self) -> list[str]: ...
+
+    # the dashboard's requests over time (see minicache.store.history): per bucket of a unit
+    # ("minute", "hour"), counter levels that merge by the larger value and additions that sum
+    def record_history(
+        self,
+        tenant: str,
+        unit: str,
+        bucket_start: int,
+        levels: Mapping[str, float],
+        added: Mapping[str, float],
+    ) -> None: ...
+    def history(self, tenant: str, unit: str, since: int) -> dict[int, dict[str, float]]: ...
+    def prune_history(self, unit: str, before: int) -> int: ...
 
     def schema_version(self) -> int: ...
     def close(self) -> None: ...

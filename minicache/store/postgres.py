@@ -31,6 +31,7 @@ from minicache.store.base import (
     stack_embeddings,
 )
 from minicache.store.dsn import redact_dsn
+from minicache.store.history import HistoryQueries
 from minicache.store.postgres_connection import Conn, IntegrityError, PostgresConnection, one
 from minicache.store.rows import (
     entry_row,
@@ -53,7 +54,7 @@ _NOW = "EXTRACT(EPOCH FROM statement_timestamp())::float8"  # the server's clock
 __all__ = ["PostgresStore", "redact_dsn"]
 
 
-class PostgresStore(PostgresConnection):
+class PostgresStore(PostgresConnection, HistoryQueries):
     """The :class:`~minicache.store.base.Store` protocol on PostgreSQL (psycopg 3 + a connection pool)."""
 
     # -- groups -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 from minicache.errors import StoreError
 from minicache.store.dsn import redact_dsn
-from minicache.store.schema import POSTGRES, upgrade
+from minicache.store.schema import POSTGRES, Dialect, upgrade
 
 # Any constant: the key of the advisory lock that serializes migrations (per database).
 _MIGRATION_LOCK = 0x6D696E6963616368  # "minicach"
@@ -47,6 +47,8 @@ def one(c: Conn, sql: str, args: tuple[Any, ...] = ()) -> Any:
 
 class PostgresConnection:
     """A PostgreSQL database for a store: migrated when opened, then reached through a pool."""
+
+    dialect: Dialect = POSTGRES
 
     def __init__(
         self,
@@ -113,6 +115,11 @@ class PostgresConnection:
             # Unreachable server, pool timeout or closed, lost connection, text PostgreSQL refuses.
             # Integrity errors (a duplicate id) pass through as they do from SQLite.
             raise self._error(exc) from exc
+
+    def _fetch(self, sql: str, args: tuple[Any, ...] = ()) -> list[DictRow]:
+        """The rows of one read, on a pooled connection."""
+        with self._conn() as c:
+            return c.execute(sql, args).fetchall()
 
     @contextmanager
     def _tx(self) -> Iterator[Conn]:

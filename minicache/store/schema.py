@@ -31,6 +31,7 @@ class Dialect:
     param: str  # the query placeholder
     seq: str | None  # the identity column an ordered table gets, where the dialect has no rowid
     versions: str  # the table of applied migrations, as each store has always created it
+    greatest: str  # the larger of two values (SQLite's scalar MAX, PostgreSQL's GREATEST)
 
     def params(self, n: int) -> str:
         return ",".join([self.param] * n)
@@ -59,6 +60,7 @@ SQLITE = Dialect(
     param="?",
     seq=None,
     versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
+    greatest="MAX",
 )
 POSTGRES = Dialect(
     "postgres",
@@ -72,6 +74,7 @@ POSTGRES = Dialect(
     param="%s",
     seq="seq BIGINT GENERATED ALWAYS AS IDENTITY",
     versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)",
+    greatest="GREATEST",
 )
 
 
@@ -254,6 +257,23 @@ MIGRATIONS: list[list[Step]] = [
         AddColumn("entries", _int("model_served", "0")),
         AddColumn("entries", _int("model_refused", "0")),
         AddColumn("entries", _int("model_ms", "0", kind="bigint")),
+    ],
+    # 7: the dashboard's requests over time, per minute and per hour, so that its charts survive a
+    # restart (minicache.store.history says what a row holds)
+    [
+        Table(
+            "counter_history",
+            (
+                _text("tenant"),
+                _text("unit"),
+                _int("bucket_start", kind="bigint"),
+                _text("name"),
+                _float("amount"),
+            ),
+            key=("tenant", "unit", "bucket_start", "name"),
+            ordered=False,
+        ),
+        Index("counter_history_unit", "counter_history", ("unit", "bucket_start")),
     ],
 ]
 

@@ -25,6 +25,7 @@ from minicache.store.base import (
     dumps,
     stack_embeddings,
 )
+from minicache.store.history import HistoryQueries
 from minicache.store.rows import (
     entry_row,
     example_row,
@@ -40,7 +41,7 @@ from minicache.store.sqlite_connection import SQLiteConnection
 __all__ = ["SQLiteStore", "StoreBusy", "StoreError"]  # the errors live in minicache.errors
 
 
-class SQLiteStore(SQLiteConnection):
+class SQLiteStore(SQLiteConnection, HistoryQueries):
     """The store on one SQLite file (``:memory:``: a database shared by this store's threads).
     ``create=False`` opens only an existing store (see :class:`SQLiteConnection`)."""
 

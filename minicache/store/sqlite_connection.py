@@ -15,13 +15,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from minicache.errors import StoreBusy, StoreError
-from minicache.store.schema import SQLITE, upgrade
+from minicache.store.schema import SQLITE, Dialect, upgrade
 
 
 class SQLiteConnection:
     """``create=False`` opens only an existing MiniCache store: a missing file (or directory), or a
     file without MiniCache's schema, is a :class:`StoreError` and nothing is created. Commands that
     only read use it, so that a mistyped path is an error instead of a new, empty cache."""
+
+    dialect: Dialect = SQLITE
 
     def __init__(
         self, path: str | Path = "minicache.db", *, busy_timeout_s: float = 5.0, create: bool = True
@@ -89,6 +91,10 @@ class SQLiteConnection:
             with self._lock:
                 self._all.append(conn)
         return conn
+
+    def _fetch(self, sql: str, args: tuple[object, ...] = ()) -> list[sqlite3.Row]:
+        """The rows of one read, on this thread's connection."""
+        return self._conn().execute(sql, args).fetchall()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

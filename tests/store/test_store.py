@@ -112,7 +112,8 @@ def schema_of(path: Path) -> dict[str, list[tuple]]:
 
 def test_migrations_bring_a_new_store_to_the_latest_schema(tmp_path):
     store = SQLiteStore(tmp_path / "store.db")
-    assert store.schema_version() == LATEST == len(OLD_MIGRATIONS)
+    # the versions after OLD_MIGRATIONS were born in schema.py: what they add is checked below
+    assert store.schema_version() == LATEST == len(OLD_MIGRATIONS) + 1
     tables = {
         r[0] for r in store._conn().execute("SELECT name FROM sqlite_master WHERE type='table'")
     }
@@ -125,6 +126,7 @@ def test_migrations_bring_a_new_store_to_the_latest_schema(tmp_path):
         "build_leases",
         "step_records",
         "sequences",
+        "counter_history",
     } <= tables
     store.close()
 
@@ -132,9 +134,9 @@ def test_migrations_bring_a_new_store_to_the_latest_schema(tmp_path):
 def test_a_file_the_previous_code_created_opens_and_has_the_schema_a_new_one_gets(tmp_path):
     write_old_schema(tmp_path / "old.db")
     SQLiteStore(tmp_path / "new.db").close()
-    assert schema_of(tmp_path / "old.db") == schema_of(tmp_path / "new.db")
-    with closing(SQLiteStore(tmp_path / "old.db")) as old:
+    with closing(SQLiteStore(tmp_path / "old.db")) as old:  # migrates what came after
         check_writes_and_reads_back(old)
+    assert schema_of(tmp_path / "old.db") == schema_of(tmp_path / "new.db")
 
 
 def test_a_file_at_version_4_migrates_and_numbers_its_examples_in_commit_order(tmp_path):
@@ -160,6 +162,26 @@ def test_a_file_at_version_4_migrates_and_numbers_its_examples_in_commit_order(t
         store.add_example(example("g", embedding=np.ones(2, dtype=np.float32)))
         assert [r.seq for r in store.examples_since("default", 3)] == [4]
         assert store.group_failure("default", "g") is None  # the new column exists, empty
+
+
+def test_a_file_at_version_6_upgrades_in_place_keeps_its_data_and_records_history(tmp_path):
+    path = tmp_path / "v6.db"
+    write_old_schema(path, up_to=6)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("INSERT INTO counters (tenant, name, value) VALUES ('team-a', 'requests', 7)")
+        conn.execute(
+            "INSERT INTO groups (tenant, id, created_at) VALUES ('team-b', 'grp_1', 1000.0)"
+        )
+    conn.close()
+    with closing(SQLiteStore(path)) as store:
+        assert store.schema_version() == LATEST == 7
+        assert store.counters("team-a") == {"requests": 7}
+        assert store.get_group("team-b", "grp_1") is not None
+        assert store.tenants() == ["team-a", "team-b"]
+        store.record_history("team-a", "minute", 60, {"requests": 7.0}, {})
+    with closing(SQLiteStore(path)) as again:
+        assert again.history("team-a", "minute", 0) == {60: {"requests": 7.0}}
 
 
 def test_open_store_accepts_a_path_or_a_store_and_refuses_postgres(tmp_path):
