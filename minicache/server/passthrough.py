@@ -22,6 +22,7 @@ from minicache.answers import Route, SolveResult
 from minicache.errors import InvalidRequest
 from minicache.models.forwarding import forward_chat, forward_completion, stream_chat
 from minicache.request import validate_request
+from minicache.server.completion_streaming import stream_completion
 from minicache.server.errors import ApiError
 from minicache.server.openai_format import (
     Chunks,
@@ -166,24 +167,28 @@ class Forwarded:
             raise forward_error(exc) from None
         return {**data, "minicache": self.info()}
 
-    def chunks(self) -> Feed[dict[str, Any], None]:
-        """The target's chunks, forwarded from a worker thread as they come."""
+    def chunks(self, endpoint: str = "chat") -> Feed[dict[str, Any], None]:
+        """The target's chunks (``endpoint`` "chat" or "completion"), forwarded from a worker
+        thread as they come."""
         target = self.server.engine.target
+        stream = stream_chat if endpoint == "chat" else stream_completion
 
         def drain(emit: Callable[[dict[str, Any]], None]) -> None:
-            for chunk in stream_chat(target, self.raw):
+            for chunk in stream(target, self.raw):
                 emit(chunk)
 
-        return Feed(lambda emit: blocking(self._forward, "chat", lambda: drain(emit)))
+        return Feed(lambda emit: blocking(self._forward, endpoint, lambda: drain(emit)))
 
     def continue_into(self, into: Chunks | None) -> AsyncIterator[str]:
         """The target's chunks as SSE events (into a stream already begun, if ``into``)."""
         return forwarded_chunks(self.chunks(), self.info, error_event, into)
 
-    async def response(self) -> Response:
+    async def response(self, endpoint: str = "chat") -> Response:
+        """The target's answer (``endpoint`` "chat" or "completion"), streamed when the client
+        asked: the status line and the route headers once its first chunk is there."""
         if not self.raw.get("stream"):
-            return SafeJSONResponse(await self.answer(), headers=self.headers)
-        feed = self.chunks()
+            return SafeJSONResponse(await self.answer(endpoint), headers=self.headers)
+        feed = self.chunks(endpoint)
         try:
             feed.unread(await feed.next())  # a failure before the first chunk is still a status
         except Exception as exc:  # noqa: BLE001 - as in answer()

@@ -1,7 +1,8 @@
 """Real clients against a real uvicorn server with fake models: the official ``openai`` client (sync,
 async, streaming, retries) and LangChain's ``ChatOpenAI``. A calculation hits, a chat, a tool call
 and a ``response_format`` pass through in the target's own words, and a streamed miss shows its
-first token before its program runs."""
+first token before its program runs. Streamed answers carry the ``X-MiniCache-*`` headers known when
+the stream starts, and a streamed ``/v1/completions`` is the target's tokens as it generates them."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from fakes import (
 )
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.models.fake import pieces
+from minicache.models.forwarding import usage
 from minicache.server import ServerConfig, create_app
 from minicache.server.testing import BackgroundServer
 from minicache.store import SQLiteStore
@@ -52,6 +55,34 @@ class GatedTarget(FakeTarget):
             self.release.wait(10)
             self.released_at = time.perf_counter()
         return out
+
+
+class CompletionStreamingTarget(FakeTarget):
+    """A target that streams text completions word by word (``stream_completion``), and holds its
+    last word until the test has seen the first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.last_generated_at = 0.0
+
+    def stream_completion(self, body):
+        self.forwarded.append(body)
+        words = pieces(GREETING)
+        base = {"id": "cmpl-fake", "object": "text_completion", "created": 0, "model": self.name}
+
+        def chunk(text: str, finish: str | None = None) -> dict:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            return {**base, "choices": [choice]}
+
+        for i, word in enumerate(words):
+            if i == len(words) - 1:
+                self.release.wait(10)
+                self.last_generated_at = time.perf_counter()
+            yield chunk(word)
+        yield chunk("", "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield {**base, "choices": [], "usage": usage(len(body["prompt"].split()), len(words))}
 
 
 @pytest.fixture
@@ -223,3 +254,74 @@ def test_langchain_chat_openai(serve):
     streamed = "".join(str(part.content) for part in llm.stream("Hi there!"))
     assert streamed == GREETING
     assert mc.stats()["errors"] == 0 and mc.stats()["passthroughs"] == 3
+
+
+def test_a_streamed_miss_and_hit_carry_the_route_headers_known_when_they_start(serve):
+    url, mc, _ = serve()
+    routes = []
+    for values in CR_VALUES[:4]:
+        raw = client(url).chat.completions.with_raw_response.create(
+            model="m", messages=ask(CURRENT_RATIO.ask(*values)), stream=True
+        )
+        last = list(raw.parse())[-1]
+        routes.append((raw.headers["x-minicache-route"], last.model_extra["minicache"]["route"]))
+        if last.model_extra["minicache"]["route"] == "miss":
+            assert "x-minicache-entry" not in raw.headers  # a miss has no entry, as unstreamed
+    assert routes == [("miss", "miss")] * 3 + [("hit", "hit")]
+    info = last.model_extra["minicache"]
+    assert raw.headers["x-minicache-group"] == info["group"]
+    assert raw.headers["x-minicache-entry"] == info["entry_id"]
+    assert mc.stats()["hits"] == 1
+
+
+def test_a_streamed_pass_through_carries_the_route_headers(serve):
+    url, mc, target = serve()
+    raw = client(url).chat.completions.with_raw_response.create(
+        model="m", messages=ask("Hi there!"), stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices) == GREETING
+    assert raw.headers["x-minicache-route"] == "passthrough"
+    assert "x-minicache-group" not in raw.headers  # forwarded before the engine chose a group
+    assert "x-minicache-entry" not in raw.headers
+    # a request the engine leaves to the target once it chose a group says which
+    group = mc.store.ensure_group("default", "label:cr", label="cr")
+    group.status = "uncacheable"
+    mc.store.update_group(group)
+    raw = client(url).chat.completions.with_raw_response.create(
+        model="m",
+        messages=ask(CURRENT_RATIO.ask(*CR_VALUES[0])),
+        stream=True,
+        extra_body={"minicache": {"group": "cr"}},
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices) == GREETING
+    assert raw.headers["x-minicache-route"] == "passthrough"
+    assert raw.headers["x-minicache-group"] == "label:cr"
+    assert "x-minicache-entry" not in raw.headers
+    assert len(target.forwarded) == 2 and mc.stats()["errors"] == 0
+
+
+def test_a_streamed_text_completion_is_the_targets_tokens_as_they_are_generated(serve):
+    url, mc, target = serve(CompletionStreamingTarget())
+    raw = client(url).completions.with_raw_response.create(
+        model="m",
+        prompt="Once upon a time",
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    assert raw.headers["x-minicache-route"] == "passthrough"
+    texts, first_at, chunks = [], None, []
+    for chunk in raw.parse():
+        chunks.append(chunk)
+        if chunk.choices and chunk.choices[0].text:
+            if first_at is None:
+                first_at = time.perf_counter()
+                target.release.set()  # only now may the target generate its last word
+            texts.append(chunk.choices[0].text)
+    assert len(texts) > 1 and "".join(texts) == GREETING
+    assert first_at is not None and first_at < target.last_generated_at
+    assert chunks[-1].usage.completion_tokens == len(texts)
+    assert chunks[-1].usage.prompt_tokens == 4
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].model_extra["minicache"]["route"] == "passthrough"
+    assert target.forwarded[0]["stream"] is True and target.forwarded[0]["model"] == "fake-target"
+    assert mc.stats()["passthroughs"] == 1 and mc.stats()["errors"] == 0

@@ -223,6 +223,26 @@ def test_text_completions_are_forwarded(make):
     assert target.forwarded[0]["prompt"] == "Once upon a time"
 
 
+def test_a_streamed_text_completion_from_a_target_that_cannot_stream_one_is_its_whole_answer(make):
+    client, mc, target = make()  # the fake has forward_completion, no stream_completion
+    body = {"prompt": "Once upon a time", "stream": True, "stream_options": {"include_usage": True}}
+    r = client.post("/v1/completions", json={"model": "m", **body})
+    assert r.status_code == 200 and r.headers["X-MiniCache-Route"] == "passthrough"
+    events = sse(r.text)
+    assert events[-1] == "[DONE]"
+    text, usage = events[0], events[1]
+    assert text["object"] == "text_completion" and text["choices"][0]["text"] == GREETING
+    assert (
+        text["choices"][0]["finish_reason"] == "stop"
+        and text["minicache"]["route"] == "passthrough"
+    )
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == len(GREETING.split())
+    assert len(events) == 3
+    # asked for its whole answer: no stream options a target refuses on a request it does not stream
+    assert "stream" not in target.forwarded[0] and "stream_options" not in target.forwarded[0]
+    assert counters(mc)["passthroughs"] == 1 and counters(mc)["errors"] == 0
+
+
 def sse(text: str) -> list:
     return [
         block[6:] if block[6:] == "[DONE]" else json.loads(block[6:])

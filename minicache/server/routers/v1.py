@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from minicache.answers import SolveResult, passed_through
+from minicache.answers import Route, SolveResult, passed_through
 from minicache.server.jsonbody import GuardedRoute
 from minicache.server.openai_format import (
     Chunks,
@@ -23,7 +23,7 @@ from minicache.server.openai_format import (
     chat_chunks,
     chat_completion,
     result_headers,
-    sse,
+    route_headers,
 )
 from minicache.server.passthrough import (
     SSE_HEADERS,
@@ -121,8 +121,11 @@ async def streamed_solve(
     def on_passthrough(result: SolveResult) -> ForwardChunks:
         return Forwarded(server, tenant, raw, no_store, result).continue_into
 
+    # the target is writing the program: a miss (its last chunk says if it ended as a fallback or
+    # a pass-through); the group is the engine's and not known here before the result
+    headers = {**SSE_HEADERS, **route_headers(Route.MISS)}
     stream = streamed_answer(feed, first, chunks, on_passthrough, error_event)
-    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
 
 @router.post("/completions", summary="OpenAI text completion (always forwarded to the target)")
@@ -133,13 +136,7 @@ async def completions(
     controls = (body.minicache or CacheControls()).merged(controls_from_headers(request.headers))
     spent = passed_through("a text completion is forwarded", "")
     call = Forwarded(server, tenant, raw, bool(controls.no_store), spent)
-    data = await call.answer("completion")
-    if not body.stream:
-        return SafeJSONResponse(data, headers=call.headers)
-    events = [sse({**data, "object": "text_completion"}), "data: [DONE]\n\n"]
-    return StreamingResponse(
-        iter(events), media_type="text/event-stream", headers={**SSE_HEADERS, **call.headers}
-    )
+    return await call.response("completion")
 
 
 @router.post(
