@@ -128,6 +128,10 @@ class EngineConfig:
     route_per_group: int = 32  # embeddings the routing index keeps per group (a representative set)
     # kept rows up to which routing searches exactly (then coarse buckets)
     route_exact_rows: int = 20_000
+    # A request that reaches no group by its embedding joins a group whose example differs from it
+    # only in consistently substituted names, items or units (minicache.route.slots). Off: no benchmark
+    # run has measured it (docs/routing.md has a replay of routing alone).
+    route_word_slots: bool = False
     frozen: bool = False  # no new builds (existing entries keep serving)
     # how long a build may hold its group's lease before others may take over
     build_lease_s: float = 600.0

@@ -196,6 +196,19 @@ class TenantIndex:
         best = int(np.argmax(sims))
         return self.owner[best], float(sims[best])
 
+    def nearest_groups(self, vector: np.ndarray, k: int) -> list[str]:
+        """The ``k`` groups of the most similar kept vectors, nearest first (read as :meth:`nearest`)."""
+        if not self.size or vector.shape[0] != self.width:
+            return []
+        if self.size - len(self.free) <= self.exact_rows:
+            rows = np.arange(self.size, dtype=np.intp)
+        else:
+            groups = self._buckets().candidates(vector, self.probes)
+            rows = np.array([r for g in groups for r in self.groups[g].rows], dtype=np.intp)
+        order = rows[np.argsort(-(self.matrix[rows] @ vector), kind="stable")]
+        owners = (self.owner[int(row)] for row in order)
+        return list(dict.fromkeys(g for g in owners if g is not None))[:k]
+
     def _buckets(self) -> GroupPartition:
         """The coarse buckets, made (again) when there are none or the groups have doubled since."""
         if self.partition is None or len(self.groups) >= 2 * self.partition.built_for:
@@ -344,6 +357,11 @@ class RouteIndex:
             one_blas_thread(),
         ):  # a product over many rows would leave OpenBLAS spinning
             return index.nearest(vector)
+
+    def nearest_groups(self, tenant: str, vector: np.ndarray, k: int) -> list[str]:
+        index = self.tenant(tenant)
+        with self._lock, one_blas_thread():
+            return index.nearest_groups(vector, k)
 
     def _change(self, tenant: str, change: Callable[[TenantIndex], object]) -> None:
         """Apply ``change`` to the tenant's index; to the one being loaded once it is (the load may

@@ -13,6 +13,12 @@ the threshold it was calibrated at (``route_threshold``: 0.82 and 0.80; docs/rou
 replays), used unless ``EngineConfig.route_threshold`` sets one. SVAMP's near-duplicates that ask a
 different question are *not* separated reliably by any threshold: there, verification of hits and
 probation are what keep wrong programs out.
+
+With ``word_slots`` (``EngineConfig.route_word_slots``), a request that reaches no group by its
+embedding is compared word by word with the examples of its nearest groups (and of pending ones):
+a group whose example differs from it only in consistently substituted names, items or units
+(:mod:`minicache.route.slots`) takes it instead of a new group. This only ever joins a request that
+would otherwise start a group; a decision the embedding makes is never changed.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 from minicache.config.engine import ROUTE_EMBEDDERS
 from minicache.errors import ConfigError
 from minicache.route.index import EXACT_ROWS, RouteIndex
+from minicache.route.slots import CANDIDATES, GroupWords, slot_aligned, words
 from minicache.store.base import Store, new_id
 
 _PATTERNS = [
@@ -116,6 +123,7 @@ class RouteDecision:
     similarity: float
     embedding: np.ndarray
     explicit: bool = False
+    by_word_slots: bool = False  # joined by word alignment (names, items, units as slots)
 
 
 class Router:
@@ -130,6 +138,7 @@ class Router:
         refresh_s: float = 1.0,
         per_group: int = 32,
         exact_rows: int = EXACT_ROWS,
+        word_slots: bool = False,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -147,6 +156,11 @@ class Router:
         # concurrent first requests of one template join one group instead of starting several.
         self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}
         self._lock = threading.Lock()
+        self.word_slots = word_slots
+        self.group_words = GroupWords(self._stored_skeletons)
+
+    def _stored_skeletons(self, tenant: str, group_id: str) -> list[str]:
+        return [skeleton(x.question) for x in self.store.examples(tenant, group_id)]
 
     def _reembed(self, tenant: str, group_id: str) -> np.ndarray:
         """A group's newest stored examples (as many as the index keeps), embedded by this router's
@@ -167,11 +181,16 @@ class Router:
     def forget_group(self, tenant: str, group_id: str) -> None:
         """The group's examples were cleared: stop routing to it from this process."""
         self.index.drop_group(tenant, group_id)
+        self.group_words.drop(tenant, group_id)
 
     def forget_pending(self, tenant: str, question: str) -> None:
         with self._lock:
             items = self._pending.get(tenant, [])
             self._pending[tenant] = [p for p in items if p[1] != question]
+            gone = [p[0] for p in items if p[1] == question]
+        for gid in gone if self.word_slots else []:
+            if self.store.get_group(tenant, gid) is None:  # its first request recorded nothing
+                self.group_words.drop(tenant, gid)
 
     def embed_request(self, question: str) -> np.ndarray:
         return embed_request(self.embedder, question)
@@ -184,6 +203,12 @@ class Router:
                 gid, self.store.get_group(tenant, gid) is None, 1.0, vector, explicit=True
             )
         best_id, nearest = self.index.nearest(tenant, vector)
+        seq = words(skeleton(question)) if self.word_slots else ()
+        slotted = None
+        if seq and nearest < self.threshold:  # outside the lock: it may read the store
+            slotted = self._slot_group(
+                tenant, seq, self.index.nearest_groups(tenant, vector, CANDIDATES)
+            )
         with self._lock:
             pending = list(self._pending.get(tenant, []))
             for gid, _q, vec in pending:
@@ -191,8 +216,30 @@ class Router:
                 if sim > nearest:
                     nearest, best_id = sim, gid
             if best_id is not None and nearest >= self.threshold:
-                return RouteDecision(best_id, False, nearest, vector)
+                return self._joined(tenant, seq, RouteDecision(best_id, False, nearest, vector))
+            if slotted is None and seq:
+                slotted = next(
+                    (g for g, q, _v in pending if slot_aligned(seq, words(skeleton(q)))), None
+                )
+            if slotted is not None:
+                decision = RouteDecision(slotted, False, nearest, vector, by_word_slots=True)
+                return self._joined(tenant, seq, decision)
             # A new group is only written to the store when its first example is recorded.
             gid = new_id("grp")
             self._pending.setdefault(tenant, []).append((gid, question, vector))
+            if seq:
+                self.group_words.add(tenant, gid, seq, new=True)
             return RouteDecision(gid, True, nearest, vector)
+
+    def _slot_group(self, tenant: str, seq: tuple[str, ...], candidates: list[str]) -> str | None:
+        """The first of ``candidates`` with an example that ``seq`` aligns with, slots aside."""
+        for gid in candidates:
+            if any(slot_aligned(seq, kept) for kept in self.group_words.get(tenant, gid)):
+                return gid
+        return None
+
+    def _joined(self, tenant: str, seq: tuple[str, ...], decision: RouteDecision) -> RouteDecision:
+        """``decision`` (an existing group), with its words kept for later slot alignment."""
+        if seq:
+            self.group_words.add(tenant, decision.group_id, seq)
+        return decision
