@@ -1,16 +1,22 @@
-"""The engine's event log: builds, audits and evictions, bounded for long-running servers.
+"""The engine's event log: builds, audits, evictions and merges, bounded for long-running servers.
 
 Readers follow it with a cursor, ``seen = len(log)`` and later ``log[seen:]``, as they would a list.
 ``len`` counts every event ever appended and slices use those absolute positions, so a cursor stays
 valid when old events are dropped; a reader that fell more than ``capacity`` events behind gets
-only what is still kept.
+only what is still kept. A listener (:meth:`EventLog.listen`) is told of each event as it is
+appended, in the appending thread: what must follow an event at once (a merge after a build) does
+not poll the log for it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, overload
+
+log = logging.getLogger(__name__)
 
 Event = dict[str, Any]
 
@@ -24,11 +30,25 @@ class EventLog:
         self._events: deque[Event] = deque(maxlen=capacity)
         self._total = 0
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[Event], None]] = []
+
+    def listen(self, listener: Callable[[Event], None]) -> None:
+        """Call ``listener`` with every event appended from now on, after it is kept. It runs in the
+        appending thread (a build's), so it should hand slow work elsewhere; what it raises is logged,
+        never passed to the code that appended the event."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def append(self, event: Event) -> None:
         with self._lock:
             self._events.append(event)
             self._total += 1
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(event)
+            except Exception:  # a listener's failure must not fail a build or a hit
+                log.exception("event listener failed on %s", event.get("event"))
 
     def __len__(self) -> int:
         return self._total

@@ -38,3 +38,18 @@ def test_the_engine_event_log_is_bounded(tmp_path):
         for i in range(12):
             mc.events.append({"event": "test", "n": i})
         assert len(mc.events) == 12 and [e["n"] for e in mc.events[0:]] == [7, 8, 9, 10, 11]
+
+
+def test_a_listener_sees_each_event_as_it_is_appended_and_its_failure_stays_its_own():
+    log = EventLog(capacity=2)
+    seen: list[dict[str, int]] = []
+
+    def broken(event: dict[str, int]) -> None:
+        raise RuntimeError("listener bug")
+
+    log.listen(broken)
+    log.listen(seen.append)
+    for i in range(3):
+        log.append({"n": i})  # the broken listener raises nothing here
+    assert seen == [{"n": 0}, {"n": 1}, {"n": 2}]  # every event, also those no longer kept
+    assert list(log) == [{"n": 1}, {"n": 2}]
