@@ -19,7 +19,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,37 @@ class FakeTarget(FakeBackend):
         return f"```python\n{program}```"
 
 
+# The computations a SamplingTarget's samples write, as expressions over a domain's own expression.
+SAMPLED_COMPUTATIONS = {"A": "{0}", "B": "-({0})", "C": "({0}) * ({0})"}
+
+
+class SamplingTarget(FakeTarget):
+    """A :class:`FakeTarget` whose sampled miss-prompt calls (temperature above zero: a build's
+    self-consistency, minicache.build.consistency) write, for each request in turn, the computations
+    of ``script``: "A" the domain's own, "B" its negation, "C" its square (plain PoT programs with the
+    request's values assigned at the top). Greedy calls are FakeTarget's; ``sample_calls`` counts the
+    sampled ones."""
+
+    def __init__(self, script: tuple[str, ...] = ("A", "A", "B"), **modes: str) -> None:
+        super().__init__(**modes)
+        self.script = script
+        self.sample_calls = 0
+        self._drawn: dict[str, int] = {}
+
+    def _reply(self, messages: list[Message], options: GenerationOptions) -> Any:
+        if options.temperature <= 0 or "Request:\n" not in messages[1].content:
+            return super()._reply(messages, options)
+        question = request_of(messages)
+        domain = domain_of(question)
+        assert domain is not None, question
+        drawn = self._drawn.get(question, 0)
+        self._drawn[question] = drawn + 1
+        self.sample_calls += 1
+        expression = SAMPLED_COMPUTATIONS[self.script[drawn % len(self.script)]]
+        written = replace(domain, expression=expression.format(domain.expression))
+        return f"```python\n{written.plain_program(numbers_in(question)[: len(domain.params)])}```"
+
+
 class FakeSmall(FakeBackend):
     """Fills an extraction template: the request's numbers, in order, to the variables, in order.
 
@@ -307,10 +338,10 @@ def spy_on_admission(engine: Any) -> list[dict[str, int]]:
     admits = engine.admission.admits
 
     def spy(
-        tenant: str, n: int, first_misses: int = 0, failures: int = 0
+        tenant: str, n: int, first_misses: int = 0, failures: int = 0, samples: int = 0
     ) -> tuple[bool, dict[str, float]]:
         told.append({"first_misses": first_misses, "failures": failures})
-        return admits(tenant, n, first_misses, failures)
+        return admits(tenant, n, first_misses, failures, samples)
 
     engine.admission.admits = spy
     return told

@@ -63,6 +63,10 @@ failed builds cost 0.03 s and the build cost admission learns fell with them, so
 builds ran where 3 had, and the 9 that reached the model cost 0.9-2.3 s each, with requests
 waiting for them; the 4 entries served no hit.
 
+**The target's samples** (self-consistency, :mod:`minicache.build.consistency`) are k target calls
+per held example, priced as that many misses on top of the build's cost; a build's measured
+seconds leave them out, so they are counted once.
+
 A group with a single arrival is never built, whatever the estimate. For the first
 ``warmup_requests`` requests of a process the estimates are not trusted yet and every group seen
 twice is admitted: an early build (``EngineConfig.build_early``) then still needs a model-free
@@ -259,14 +263,16 @@ class Admission:
         return p if failures <= 0 else w * p / (w + failures)
 
     def estimate(
-        self, tenant: str, n: int, first_misses: int = 0, failures: int = 0
+        self, tenant: str, n: int, first_misses: int = 0, failures: int = 0, samples: int = 0
     ) -> dict[str, float]:
         """The terms of the decision for a group seen ``n`` times, and the expected gain in seconds.
         ``first_misses``: arrivals after the build that the new entry answers as misses anyway (its
-        probation, docs/hits.md); they bring no gain. ``failures``: the group's failed builds."""
+        probation, docs/hits.md); they bring no gain. ``failures``: the group's failed builds.
+        ``samples``: the target calls the build draws (self-consistency), each priced as a miss."""
         miss = self.miss.value
         hit, p_fallback = self.hit_attempt_cost()
         build = self.build.value if self.build.n else self.config.build_prior * miss
+        build += samples * miss
         p_ok = self.build_success(failures)
         future = max(0.0, self.expected_future(tenant, n) - first_misses)
         return {
@@ -277,6 +283,7 @@ class Admission:
             "hit_s": hit,
             "p_fallback": p_fallback,
             "build_s": build,
+            "samples": samples,
             "gain_s": p_ok * future * (miss - hit) - build,
         }
 
@@ -371,11 +378,11 @@ class Admission:
         )
 
     def admits(
-        self, tenant: str, n: int, first_misses: int = 0, failures: int = 0
+        self, tenant: str, n: int, first_misses: int = 0, failures: int = 0, samples: int = 0
     ) -> tuple[bool, dict[str, float]]:
-        """Whether a group seen ``n`` times is worth building now (``first_misses``, ``failures``: see
-        :meth:`estimate`)."""
-        terms = self.estimate(tenant, n, first_misses, failures)
+        """Whether a group seen ``n`` times is worth building now (``first_misses``, ``failures``,
+        ``samples``: see :meth:`estimate`)."""
+        terms = self.estimate(tenant, n, first_misses, failures, samples)
         if n < 2:  # a one-off group is never built
             return False, terms
         if not self.trusted():

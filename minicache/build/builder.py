@@ -19,18 +19,22 @@ from collections.abc import Callable
 
 from minicache.build.admission import Admission
 from minicache.build.candidates import Candidate, backed_by_other_values, own_candidates
+from minicache.build.consistency import sample_consensus
 from minicache.build.entry import new_entry
-from minicache.build.failures import failure_feedback, record_build_failure, validation_set
+from minicache.build.failures import record_build_failure, validation_set
 from minicache.build.generalize import generalize
 from minicache.build.run import BuildRun, distinct_requests
-from minicache.build.step_costs import record_generalization, record_model_checks
+from minicache.build.step_costs import (
+    BUILD_TARGET_TOKENS,
+    record_generalization,
+    record_model_checks,
+)
 from minicache.build.validation import (
     NO_SHARED_COMPUTATION,
     NOT_YET,
     UNBACKED_NOT_TRIED,
     UNREACHABLE,
     AttemptSource,
-    Check,
     NotYet,
     Validation,
 )
@@ -42,7 +46,6 @@ from minicache.hit.audits import needs_probation
 from minicache.hit.extraction import Extractor
 from minicache.models.base import ModelBackend
 from minicache.models.compute import compute_clock
-from minicache.programs.signature import fill_defaults, parse_signature
 from minicache.request import request_text, shared_prefix
 from minicache.sandbox import SandboxPool
 from minicache.store import Entry, Example, Store
@@ -69,6 +72,8 @@ class Builder:
         self.events, self.admission, self.config = events, admission, config
         self.owner = owner  # this engine's name in build leases
         self.validator = Validator(sandbox, extractor, config)
+        # (tenant, group id) -> compute seconds of the target's samples in the build running now
+        self.sampled_s: dict[tuple[str, str], float] = {}
 
     def build(self, tenant: str, group_id: str) -> Entry | None:
         """Build under the group's lease in the store, so two replicas never build one group at once."""
@@ -82,21 +87,29 @@ class Builder:
             began = compute_clock()
             entry = self._build_locked(tenant, group_id)
             # What the build cost the machine: its wall time less the time it waited for the compute
-            # lock (requests go first), which is not a cost of building.
-            cost = compute_clock() - began
+            # lock (requests go first), which is not a cost of building; less its target samples,
+            # which admission prices apart (per sample, Admission.estimate).
+            cost = compute_clock() - began - self.sampled_s.get((tenant, group_id), 0.0)
             if isinstance(entry, NotYet):
                 self.admission.observe_build(max(0.0, cost), None)
                 return None
             self.admission.observe_build(max(0.0, cost), entry is not None)
             return entry
         finally:
+            self.sampled_s.pop((tenant, group_id), None)
             self.store.release_build_lease(tenant, group_id, self.owner)
 
     def _build_locked(self, tenant: str, group_id: str) -> Entry | None | NotYet:
-        """The build's steps, in order: what it works from, the group's own programs, then the
-        target's generalization; the first candidate validated is the entry, else the failure is
-        recorded. An early build waits (``NOT_YET``) rather than fail."""
+        """The build's steps, in order: the target's samples (if asked for), the group's own
+        programs, then the target's generalization; the first candidate validated is the entry, else
+        the failure is recorded. An early build waits (``NOT_YET``) rather than fail."""
         run = self._begin(tenant, group_id)
+        if self.config.build_samples > 1:  # self-consistency: drawn once, by a full build
+            if run.early:
+                return NOT_YET
+            if not self._agree(run):
+                self._fail(run)
+                return None
         candidates, split = own_candidates(
             run.newest, run.prefix, self.sandbox, self.config.build_candidates
         )
@@ -152,6 +165,28 @@ class Builder:
             feedback=failure.get("feedback") if failure else None,
         )
 
+    def _agree(self, run: BuildRun) -> bool:
+        """Sample the target on the held examples (:mod:`minicache.build.consistency`): whether the
+        samples agree on a computation; if so the build works from it, else the attempt says why not."""
+        c = self.config
+        consensus = sample_consensus(
+            self.target,
+            self.sandbox,
+            run.held,
+            c.build_samples,
+            c.build_temperature,
+            c.miss_max_tokens,
+        )
+        self.store.bump(run.tenant, "target_tokens", consensus.tokens)
+        self.store.bump(run.tenant, BUILD_TARGET_TOKENS, consensus.tokens)
+        self.sampled_s[(run.tenant, run.group_id)] = consensus.seconds  # under the group's lease
+        if consensus.reached(c.build_agreement):
+            run.work_from(consensus)
+            return True
+        error = consensus.disagreement(c.build_agreement)
+        run.attempts.append({"source": AttemptSource.SAMPLES, "ok": False, "error": error})
+        return False
+
     def _try_own_programs(
         self, run: BuildRun, candidates: list[Candidate]
     ) -> Entry | NotYet | None:
@@ -174,7 +209,7 @@ class Builder:
             )
             if record.ok:
                 return self._succeed(run, cand, record)
-            failing = self._learn_from(run, record)
+            failing = run.learn_from(record)
             if not cand.backed and any(c.by_model for c in failing):
                 candidates = self._skip_unbacked(run, candidates)
         return None
@@ -226,6 +261,7 @@ class Builder:
                 record_generalization(self.store, run.tenant, compute_clock() - asked, False)
                 return None
             self.store.bump(run.tenant, "target_tokens", used)
+            self.store.bump(run.tenant, BUILD_TARGET_TOKENS, used)
             # its defaults: the first example's values
             cand = Candidate(AttemptSource.TARGET_BUILD, source, run.held[0])
             record = self._validate(run, cand, backed=True)
@@ -234,7 +270,7 @@ class Builder:
             record_generalization(self.store, run.tenant, compute_clock() - asked, record.ok)
             if record.ok:
                 return self._succeed(run, cand, record)
-            self._learn_from(run, record)
+            run.learn_from(record)
         return None
 
     def _validate(self, run: BuildRun, cand: Candidate, backed: bool) -> Validation:
@@ -251,41 +287,12 @@ class Builder:
         )
         run.model_s += record.model_s
         if not record.declined:
-            self._veto(run, record)
-            self._fill_defaults(cand, record)
+            run.veto(record)
+            cand.fill_defaults(record)
         run.attempts.append(
             {"source": cand.kind, "ok": record.ok, "error": record.error, "agreements": cand.score}
         )
         return record
-
-    @staticmethod
-    def _veto(run: BuildRun, record: Validation) -> None:
-        """A candidate that fails a request the group failed on before is not trusted; each such
-        request vetoes this build only (minicache.build.failures)."""
-        missed = run.must - set(record.refused) - {c.example for c in record.checks if c.match}
-        if record.ok and missed:
-            record.ok, record.error = False, "it fails a request the group failed on before"
-            run.vetoed |= missed
-
-    @staticmethod
-    def _fill_defaults(cand: Candidate, record: Validation) -> None:
-        """The target wrote parameters without defaults: write in the values the first example
-        passed with, so that a stored entry's program is a whole signature (export, rules)."""
-        if not (record.ok and None in record.defaults.values()):
-            return
-        if record.validated:
-            cand.source = fill_defaults(cand.source, record.validated[0][1])
-            record.template = parse_signature(cand.source).template
-        else:
-            record.ok, record.error = False, "no validated example to take its defaults from"
-
-    @staticmethod
-    def _learn_from(run: BuildRun, record: Validation) -> list[Check]:
-        """Keep a failed candidate's failing checks for the record, and tell the target of them."""
-        failing = [c for c in record.checks if not c.match]
-        run.failed_checks += failing
-        run.feedback = failure_feedback(failing) or record.error
-        return failing
 
     def _ask_model(self, run: BuildRun) -> str | None:
         """Why this build may not ask the small model (admission), or None; decided once a build."""

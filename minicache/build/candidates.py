@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minicache.answers import check_answer
-from minicache.build.validation import AttemptSource
+from minicache.build.validation import AttemptSource, Validation
 from minicache.errors import ProgramError, ProgramShapeError
 from minicache.hit.tables import align_table, learn_table_exemplar
 from minicache.programs.lifting import lift
-from minicache.programs.signature import answers_match, parse_signature
+from minicache.programs.signature import answers_match, fill_defaults, parse_signature
 from minicache.request import request_text, strip_prefix
 from minicache.sandbox import SandboxPool, parse_source
 from minicache.store import Example
@@ -39,6 +39,17 @@ class Candidate:
     def backed(self) -> bool:
         """Whether another example backs it: compared with 2+ examples (its own included), a majority agreed."""
         return self.checked >= 2 and self.score > 0
+
+    def fill_defaults(self, record: Validation) -> None:
+        """The target wrote parameters without defaults: write in the values the first example
+        passed with, so that a stored entry's program is a whole signature (export, rules)."""
+        if not (record.ok and None in record.defaults.values()):
+            return
+        if record.validated:
+            self.source = fill_defaults(self.source, record.validated[0][1])
+            record.template = parse_signature(self.source).template
+        else:
+            record.ok, record.error = False, "no validated example to take its defaults from"
 
 
 def without_defaults(source: str) -> str:

@@ -15,6 +15,14 @@ from minicache.hit.rules import learn_rules
 from minicache.store import Entry, new_id
 
 
+def consensus_record(run: BuildRun) -> dict[str, float | int]:
+    """What the target's samples agreed on (``samples`` drawn, ``agreement``: the share that wrote
+    the entry's computation), for an entry built from samples; nothing otherwise."""
+    if run.consensus is None:
+        return {}
+    return {"samples": run.consensus.samples, "agreement": round(run.consensus.agreement, 4)}
+
+
 def new_entry(
     run: BuildRun,
     cand: Candidate,
@@ -50,6 +58,7 @@ def new_entry(
             "held": [ex.id for ex in run.held],
             "at": time.time(),
             "probation": probation_reason(counters, config.verify) or False,
+            **consensus_record(run),
         },
         rules={name: rule.to_json() for name, rule in rules.items()},
     )

@@ -42,12 +42,14 @@ class BuildQueue:
             and not self._early(group.n_examples)
         ):
             return
-        if group.build_failures and backing_off(group, store.group_failure(tenant, group_id)):
+        failure = store.group_failure(tenant, group_id) if group.build_failures else None
+        if group.build_failures and backing_off(group, failure):
             return
         if store.active_entry(tenant, group_id) is not None:
             return
         seen, first_misses, _ = self.builder.admission_view(tenant, group_id, group.n_examples)
-        if not admission.admits(tenant, seen, first_misses, group.build_failures)[
+        samples = self.samples_planned(group.n_examples, failure)
+        if not admission.admits(tenant, seen, first_misses, group.build_failures, samples)[
             0
         ]:  # no hits that pay
             return
@@ -65,6 +67,18 @@ class BuildQueue:
             self._build(tenant, group_id)
         except Exception as exc:  # noqa: BLE001 - a failed build must not fail the request that triggered it
             self._crashed(tenant, group_id, exc)
+
+    def samples_planned(self, n_examples: int, failure: dict[str, Any] | None) -> int:
+        """The target calls a build of a group with ``n_examples`` draws for self-consistency
+        (``build_samples`` per held example: the newest ``validate_n`` and those its last failure
+        recorded, :func:`~minicache.build.failures.validation_set`); 0 without samples."""
+        k = self.config.build_samples
+        if k <= 1:
+            return 0
+        recorded = (
+            len(failure.get("examples", [])) + len(failure.get("requests", [])) if failure else 0
+        )
+        return k * min(n_examples, self.config.validate_n + recorded)
 
     def _build(self, tenant: str, group_id: str) -> Any:
         """The build, as the tenant's work: its sandbox jobs take the tenant's turns."""

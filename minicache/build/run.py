@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from minicache.build.validation import Attempt, Check
+from minicache.build.consistency import Consensus
+from minicache.build.failures import failure_feedback
+from minicache.build.validation import Attempt, Check, Validation
 from minicache.store import Example
 
 
@@ -44,8 +46,35 @@ class BuildRun:
     shared: bool = False  # whether another example backs an own program
     # Whether admission declined the small model's checks: decided once, when first needed.
     model_checks: list[str | None] = field(default_factory=list)
+    # What the target's samples agreed on (EngineConfig.build_samples > 1), None without samples.
+    consensus: Consensus | None = None
+
+    def work_from(self, consensus: Consensus) -> None:
+        """Build from the examples as the samples rewrote them (each its agreeing sample's program and
+        answer); an example none of whose samples agreed is left out."""
+        rewritten = {ex.id: ex for ex in consensus.examples}
+        self.consensus = consensus
+        self.examples = [rewritten[ex.id] for ex in self.examples if ex.id in rewritten]
+        self.held = [rewritten[ex.id] for ex in self.held if ex.id in rewritten]
+        self.newest = list(self.held)  # the samples' programs exist for the held examples only
+        self.must &= set(rewritten)
 
     @property
     def failures(self) -> int:
         """The group's failed builds so far, as its last failure recorded them."""
         return int(self.failure.get("failures", 0)) if self.failure else 0
+
+    def veto(self, record: Validation) -> None:
+        """A candidate that fails a request the group failed on before is not trusted; each such
+        request vetoes this build only (minicache.build.failures)."""
+        missed = self.must - set(record.refused) - {c.example for c in record.checks if c.match}
+        if record.ok and missed:
+            record.ok, record.error = False, "it fails a request the group failed on before"
+            self.vetoed |= missed
+
+    def learn_from(self, record: Validation) -> list[Check]:
+        """Keep a failed candidate's failing checks for the record, and tell the target of them."""
+        failing = [c for c in record.checks if not c.match]
+        self.failed_checks += failing
+        self.feedback = failure_feedback(failing) or record.error
+        return failing

@@ -10,6 +10,8 @@ from minicache.store.base import Store
 GENERALIZE_COUNTERS = ("generalizations", "generalizations_ok", "generalize_ms")
 # Builds whose validation asked the small model: such builds, their milliseconds of it.
 MODEL_CHECK_COUNTERS = ("model_check_builds", "model_check_ms")
+# Target tokens spent by builds (samples and generalizations; also counted in ``target_tokens``).
+BUILD_TARGET_TOKENS = "build_target_tokens"
 
 
 def record_generalization(store: Store, tenant: str, seconds: float, ok: bool) -> None:

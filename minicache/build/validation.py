@@ -53,6 +53,7 @@ class AttemptSource(StrEnum):
     MISS_PROGRAM = "miss-program"  # an example's miss program, already parameterized
     TARGET_BUILD = "target-build"  # the target's generalization of the held examples
     AGREEMENT = "agreement"  # no program: the group's own programs contradict each other
+    SAMPLES = "samples"  # no program: the target's samples agree on no computation
 
 
 class NotYet:

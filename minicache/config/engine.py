@@ -109,6 +109,14 @@ class EngineConfig:
     # model-free step runs candidates x examples programs, so a group that kept failing (and kept
     # gathering examples) would otherwise make each build slower, quadratically.
     build_compare: int = 12
+    # Self-consistency (minicache.build.consistency): a build asks the target the miss prompt this many
+    # times per held example and builds the computation more than build_agreement of the samples
+    # wrote (else the group is not built). 1: no samples, the miss programs as they are. Each sample
+    # is a target call, priced by admission; not yet measured on this machine's streams.
+    build_samples: int = 1
+    build_temperature: float = 0.7  # the sampling temperature of a build's samples
+    # the share of a build's samples its computation must exceed (0.5: a strict majority)
+    build_agreement: float = 0.5
     background_builds: bool = True
     # draft the miss program from the group's last program (bench-spec decides)
     lookup_draft: bool = False
