@@ -30,6 +30,7 @@ from minicache.answers import (
 )
 from minicache.build.admission import Admission, observed_route, request_cost
 from minicache.build.builder import Builder
+from minicache.build.merge import GroupMerger
 from minicache.build.queue import BuildQueue
 from minicache.config.engine import EngineConfig
 from minicache.counters import count_failed, count_served, tenant_stats
@@ -130,6 +131,7 @@ class MiniCache:
             owner=owner,
         )
         self.builds = BuildQueue(self.builder, self._worker, self.config)
+        self.merges = GroupMerger(self.builder, self.router, self._worker.submit)  # merge_groups
         self.steps = StepCache(target, self.store, steps_embedder, self.config.step)
 
     @classmethod
@@ -207,11 +209,9 @@ class MiniCache:
             count_served(self.store, tenant, result)
             if result.route in (Route.HIT, Route.MISS, Route.FALLBACK):
                 # its cost without any build it triggered
+                route = observed_route(result.route, result.fallback_reason) or result.route
                 self.admission.observe_request(
-                    tenant,
-                    result.group,
-                    observed_route(result.route, result.fallback_reason) or result.route,
-                    request_cost(result.timings),
+                    tenant, result.group, route, request_cost(result.timings)
                 )
         result.timings["total_s"] = time.perf_counter() - began
         result.lock_wait_s = thread_waited_s() - waited
@@ -309,6 +309,7 @@ class MiniCache:
 
     def wait_for_builds(self, timeout: float | None = None) -> None:
         self.builds.wait(timeout)
+        self.merges.wait(timeout)  # the merges those builds started
 
     def wait_for_audits(self, timeout: float | None = None) -> None:
         self.hits.wait_for_audits(timeout)

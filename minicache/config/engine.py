@@ -143,6 +143,10 @@ class EngineConfig:
     frozen: bool = False  # no new builds (existing entries keep serving)
     # how long a build may hold its group's lease before others may take over
     build_lease_s: float = 600.0
+    # After a build, groups whose entries are one computation up to parameter names merge into the
+    # oldest (minicache.build.merge). Off: it changes which exemplars read a request wherever two
+    # computations share a program (a / b), which no benchmark run has measured (docs/routing.md).
+    merge_groups: bool = False
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000
     miss_max_tokens: int = 640

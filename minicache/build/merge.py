@@ -1,0 +1,365 @@
+"""Groups that turn out to be one computation become one group.
+
+Routing splits one computation into several groups wherever its requests are worded differently
+(different stories around one equation, docs/routing.md): each group then pays its own cold start,
+its own build and its own probation. Once two groups of a tenant each have a validated entry, their
+programs say whether they compute the same thing: :func:`computation_of` reads a program as its
+shape with every parameter and local name replaced by its order of first use, so two programs are
+one computation when they are the same up to the names they chose. Then the newer group is merged
+into the older one (:meth:`GroupMerger.merge`):
+
+1. its examples are copied into the surviving group (routing finds its wording there: this process's
+   index at once, other replicas' at their next refresh, as any new example);
+2. the survivor's entry gets its next version, which also reads the merged group's wording: the
+   merged entry's alignment exemplars, renamed to the survivor's parameters (each kept only if it
+   reads the survivor's own examples right, and the survivor's only if they read the merged group's
+   right), the union of both groups' observed values, kinds, answers and cue words, and only those
+   learned rules that read no merged example wrong;
+3. the merged group is dropped from routing and deleted (entries and examples with it).
+
+Copies come first, so a merge that stops part-way leaves examples in both groups, never in neither.
+Only groups without a client label merge (a labelled request goes to its label's group whatever
+its computation), and only when both entries read requests after the same shared prefix (an
+exemplar learned after one boilerplate does not read a request that keeps another).
+
+Merging is ``EngineConfig.merge_groups``; the engine runs it on the build worker after each
+successful build (it listens for the build's event), and records a ``merge`` event.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from typing import Any
+
+from minicache.build.builder import Builder
+from minicache.events import Event
+from minicache.hit.align import same_value
+from minicache.hit.profile import check_exemplar
+from minicache.hit.rules import apply_rule
+from minicache.models.compute import current_tenant
+from minicache.request import request_text, strip_prefix
+from minicache.route.router import Router
+from minicache.sandbox import SandboxViolation, parse_source
+from minicache.store.base import Entry, Example, new_id
+
+log = logging.getLogger(__name__)
+
+KEPT_VALUES = 40  # observed values (and answers) per variable a merged profile keeps
+LEASE_TRIES = 20  # a build of this process may still hold a group's lease for a moment
+LEASE_WAIT_S = 0.05
+
+Pair = tuple[str, dict[str, Any]]  # (request text after the shared prefix, values by parameter)
+
+
+@dataclass(frozen=True)
+class Computation:
+    """A program up to its names: ``shape`` is the program with parameters and local names written
+    ``v0, v1, ...`` in order of first use (defaults, comments and docstring dropped); ``roles`` are
+    the program's own parameter names in that order, so two programs of one shape map their
+    parameters to each other by position in ``roles``."""
+
+    shape: str
+    roles: tuple[str, ...]
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        node.id = self.names.get(node.id, node.id)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.arg = self.names.get(node.arg, node.arg)
+        node.annotation = None
+        return node
+
+
+def computation_of(program: str) -> Computation | None:
+    """``program``'s :class:`Computation`, or None where it has no plain ``solve`` of keyword
+    parameters, or a parameter the body never uses (its role could not be told from its use)."""
+    try:
+        tree = parse_source(program)
+    except (SyntaxError, SandboxViolation, ValueError):
+        return None
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "solve"]
+    if len(fns) != 1:
+        return None
+    fn = fns[0]
+    a = fn.args
+    if a.vararg or a.kwarg or a.posonlyargs or fn.decorator_list:
+        return None
+    params = [p.arg for p in a.args + a.kwonlyargs]
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # a docstring says nothing about the computation
+    bound = set(params) | {
+        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    bound |= {n.arg for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.arg)}
+    order: list[str] = []
+    for stmt in body:
+        for node in ast.walk(stmt):
+            name = (
+                node.id
+                if isinstance(node, ast.Name)
+                else node.arg
+                if isinstance(node, ast.arg)
+                else None
+            )
+            if name in bound and name not in order:
+                order.append(name)
+    if any(p not in order for p in params):
+        return None
+    names = {name: f"v{i}" for i, name in enumerate(order)}
+    renamed = _Rename(names)
+    canonical = copy.deepcopy(fn)
+    canonical.decorator_list, canonical.returns = [], None
+    canonical.args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(names[p]) for p in sorted(params, key=order.index)],
+        kwonlyargs=[],
+        kw_defaults=[],
+        defaults=[],
+    )
+    canonical.body = [renamed.visit(stmt) for stmt in copy.deepcopy(body)]
+    rest = [n for n in tree.body if n is not fn]
+    module = ast.Module(body=[*rest, canonical], type_ignores=[])
+    shape = ast.unparse(ast.fix_missing_locations(module))
+    return Computation(shape, tuple(sorted(params, key=order.index)))
+
+
+def role_map(merged: Entry, survivor: Entry) -> dict[str, str] | None:
+    """The merged entry's parameter names mapped to the survivor's, where the two programs are one
+    computation and each parameter keeps its type; else None."""
+    ours, theirs = computation_of(survivor.program), computation_of(merged.program)
+    if ours is None or theirs is None or ours.shape != theirs.shape:
+        return None
+    names = dict(zip(theirs.roles, ours.roles, strict=True))
+    types = {v.name: v.type for v in survivor.template}
+    if {v.name for v in merged.template} != set(names) or set(types) != set(names.values()):
+        return None
+    if any(types[names[v.name]] != v.type for v in merged.template):
+        return None
+    return names
+
+
+def _pairs(examples: Iterable[Example], entry: Entry, names: dict[str, str]) -> list[Pair]:
+    """A group's examples as (text, values) under the survivor's names, where the example's own
+    program read the request under the entry's parameter names."""
+    prefix = entry.validation.get("shared_prefix") or ""
+    wanted = {v.name for v in entry.template}
+    return [
+        (
+            strip_prefix(request_text(ex.question, ex.context), prefix),
+            {names[k]: v for k, v in ex.variables.items()},
+        )
+        for ex in examples
+        if set(ex.variables) == wanted
+    ]
+
+
+def _renamed_exemplar(exemplar: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    out = copy.deepcopy(exemplar)
+    for holder in (out, out.get("table") or {}):
+        if isinstance(holder.get("slots"), dict):
+            holder["slots"] = {names.get(k, k): v for k, v in holder["slots"].items()}
+    return out
+
+
+def merged_profile(
+    ours: dict[str, Any],
+    theirs: dict[str, Any],
+    names: dict[str, str],
+    our_pairs: list[Pair],
+    their_pairs: list[Pair],
+) -> dict[str, Any]:
+    """The survivor's profile extended by the merged entry's (renamed by ``names``): exemplars that
+    read the other group's examples right, values, kinds, answers and cue words of both, and the
+    variables always equal in both."""
+    out = copy.deepcopy(ours)
+    kept = [ex for ex in out.get("exemplars", []) if check_exemplar(ex, their_pairs)]
+    for exemplar in theirs.get("exemplars", []):
+        renamed = _renamed_exemplar(exemplar, names)
+        if renamed not in kept and check_exemplar(renamed, our_pairs):
+            kept.append(renamed)
+    out["exemplars"] = kept
+    for key in ("values", "kinds", "cues"):
+        joined: dict[str, list[Any]] = {k: list(v) for k, v in (out.get(key) or {}).items()}
+        for name, items in (theirs.get(key) or {}).items():
+            joined.setdefault(names.get(name, name), []).extend(items)
+        if joined:
+            out[key] = {
+                k: v[:KEPT_VALUES] if key == "values" else sorted(set(v)) for k, v in joined.items()
+            }
+    their_equal = {frozenset(names.get(n, n) for n in pair) for pair in theirs.get("equal", [])}
+    out["equal"] = [p for p in out.get("equal", []) if frozenset(p) in their_equal]
+    out["answers"] = [*out.get("answers", []), *theirs.get("answers", [])][:KEPT_VALUES]
+    return out
+
+
+def rules_reading_right(rules: dict[str, Any], pairs: list[Pair]) -> dict[str, Any]:
+    """The learned rules that read no example of ``pairs`` wrong (finding nothing is not wrong: a
+    rule serves a hit only where every variable's rule reads a value)."""
+    kept = {}
+    for name, rule in rules.items():
+        readings = [(apply_rule(rule, text), values.get(name)) for text, values in pairs]
+        if all(read is None or same_value(read, want) for read, want in readings):
+            kept[name] = rule
+    return kept
+
+
+class GroupMerger:
+    """Merges groups whose entries are one computation, after each successful build."""
+
+    def __init__(
+        self, builder: Builder, router: Router, submit: Callable[..., Future[Any]]
+    ) -> None:
+        """Merges follow ``builder``'s successful builds (its event log), in its store, and are run
+        by ``submit`` (the build worker's: a merge waits for the build that prompted it)."""
+        self.store, self.events, self.config = builder.store, builder.events, builder.config
+        self.router, self.submit = router, submit
+        self.owner = f"{builder.owner}/merge"  # its own lease name: builds here wait for a merge
+        self._futures: list[Future[Any]] = []
+        self._lock = threading.Lock()
+        if self.config.merge_groups:
+            self.events.listen(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        """A successful build's event: merge its group on the build worker. The build event names
+        no tenant; the build runs as its tenant's work (``working_for``), which says it."""
+        if event.get("event") != "build" or not event.get("ok") or not event.get("group"):
+            return
+        tenant = event.get("tenant") or current_tenant()
+        if tenant is None:
+            log.warning("merge: no tenant for the build of group %s", event["group"])
+            return
+        future = self.submit(self.after_build, tenant, str(event["group"]))
+        with self._lock:
+            self._futures = [f for f in self._futures if not f.done()] + [future]
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Until the merges scheduled so far are done (they raise what they raised)."""
+        with self._lock:
+            futures = list(self._futures)
+        for f in futures:
+            f.result(timeout=timeout)
+
+    def after_build(self, tenant: str, group_id: str) -> list[Event]:
+        """Merge every group of the tenant that is ``group_id``'s computation into the oldest of
+        them; returns the merge events."""
+        entry = self.store.active_entry(tenant, group_id)
+        if entry is None or not self._mergeable(tenant, entry):
+            return []
+        same = [
+            other
+            for other in self.store.list_entries(tenant, "active")
+            if other.group_id != group_id
+            and self._mergeable(tenant, other)
+            and (other.validation.get("shared_prefix") or "")
+            == (entry.validation.get("shared_prefix") or "")
+            and role_map(other, entry) is not None
+        ]
+        if not same:
+            return []
+        groups = {e.group_id: self.store.get_group(tenant, e.group_id) for e in [entry, *same]}
+        ranked = sorted(
+            [entry, *same],
+            key=lambda e: (getattr(groups[e.group_id], "created_at", 0.0), e.group_id),
+        )
+        survivor, merged = ranked[0], ranked[1:]
+        done = []
+        for other in merged:
+            event = self.merge(tenant, survivor.group_id, other.group_id)
+            if event is not None:
+                done.append(event)
+        return done
+
+    def _mergeable(self, tenant: str, entry: Entry) -> bool:
+        group = self.store.get_group(tenant, entry.group_id)
+        return group is not None and group.label is None
+
+    def merge(self, tenant: str, survivor_id: str, merged_id: str) -> Event | None:
+        """Merge group ``merged_id`` into ``survivor_id`` (both with active entries of one
+        computation), under both groups' build leases; returns the ``merge`` event, or None where
+        a lease could not be had or an entry changed meanwhile."""
+        held = [g for g in (survivor_id, merged_id) if self._lease(tenant, g)]
+        try:
+            if len(held) < 2:
+                return None
+            survivor = self.store.active_entry(tenant, survivor_id)
+            merged = self.store.active_entry(tenant, merged_id)
+            names = role_map(merged, survivor) if survivor and merged else None
+            if survivor is None or merged is None or names is None:
+                return None
+            same = {v.name: v.name for v in survivor.template}
+            ours = _pairs(self.store.examples(tenant, survivor_id), survivor, same)
+            theirs = _pairs(self.store.examples(tenant, merged_id), merged, names)
+            copied = self._copy_examples(tenant, merged_id, survivor_id)
+            validation = dict(survivor.validation)
+            validation["profile"] = merged_profile(
+                survivor.validation.get("profile") or {},
+                merged.validation.get("profile") or {},
+                names,
+                ours,
+                theirs,
+            )
+            note = {"group": merged_id, "entry": merged.id, "names": names, "at": time.time()}
+            validation["merged"] = [*validation.get("merged", []), note]
+            entry = replace(
+                survivor,
+                id=new_id("ent"),
+                rules=rules_reading_right(survivor.rules, theirs),
+                validation={**validation, "revised_from": survivor.id},
+            )
+            self.store.put_entry(entry)
+            # Routing here stops offering the merged group; examples it recorded meanwhile move too.
+            self.router.forget_group(tenant, merged_id)
+            copied += self._copy_examples(tenant, merged_id, survivor_id)
+            self.store.delete_group(tenant, merged_id)
+        finally:
+            for g in held:
+                self.store.release_build_lease(tenant, g, self.owner)
+        self.store.bump(tenant, "groups_merged")
+        event: Event = {
+            "event": "merge",
+            "group": survivor_id,
+            "merged": merged_id,
+            "entry": entry.id,
+            "examples": copied,
+            "names": names,
+        }
+        self.events.append(event)
+        return event
+
+    def _lease(self, tenant: str, group_id: str) -> bool:
+        for _ in range(LEASE_TRIES):
+            if self.store.acquire_build_lease(
+                tenant, group_id, self.owner, self.config.build_lease_s
+            ):
+                return True
+            time.sleep(LEASE_WAIT_S)
+        log.info("merge: group %s is being built or revised; not merged now", group_id)
+        return False
+
+    def _copy_examples(self, tenant: str, source: str, target: str) -> int:
+        """Copy ``source``'s examples into ``target`` (those not already there), each routable to
+        ``target`` from this process at once. Returns how many were copied."""
+        there = {(x.question, x.context, x.program) for x in self.store.examples(tenant, target)}
+        copied = 0
+        for ex in self.store.examples(tenant, source):
+            if (ex.question, ex.context, ex.program) in there:
+                continue
+            self.store.add_example(replace(ex, id=new_id("ex"), group_id=target))
+            if ex.embedding is not None:
+                self.router.recorded(tenant, target, ex.embedding)
+            copied += 1
+        return copied

@@ -1,0 +1,206 @@
+"""Groups whose entries are one computation up to parameter names merge into the older group
+(minicache.build.merge): two stories told around one subtraction become one group, whose entry
+reads both stories' wording; different computations, and an engine with merging off, keep theirs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fakes import Domain, FakeSmall, HashEmbedder, first_build_request, numbers_in, request_of
+from minicache.build.merge import computation_of
+from minicache.config.engine import VerifyConfig
+from minicache.engine import EngineConfig, MiniCache
+from minicache.models import FakeBackend, GenerationOptions, Message
+from minicache.store import SQLiteStore
+
+COOKIES = Domain(
+    name="cookies",
+    keyword="cookies",
+    wording="Paco had {0} cookies. He ate {1} of them. How many cookies did Paco have left?",
+    params=(("cookies", "cookies Paco had"), ("eaten", "cookies he ate")),
+    expression="cookies - eaten",
+    compute=lambda had, ate: had - ate,
+)
+MARBLES = Domain(
+    name="marbles",
+    keyword="marbles",
+    wording=(
+        "A jar holds {0} marbles and a child takes away {1} marbles from the jar. "
+        "How many marbles remain in the jar?"
+    ),
+    params=(("marbles", "marbles in the jar"), ("taken", "marbles taken away")),
+    expression="marbles - taken",
+    compute=lambda held, taken: held - taken,
+)
+PAGES = Domain(
+    name="pages",
+    keyword="pages",
+    wording="Lisa read {0} pages on Monday and {1} pages on Tuesday. How many pages did she read altogether?",
+    params=(("monday_pages", "pages read on Monday"), ("tuesday_pages", "pages read on Tuesday")),
+    expression="monday_pages + tuesday_pages",
+    compute=lambda monday, tuesday: monday + tuesday,
+)
+STORIES = (COOKIES, MARBLES, PAGES)
+VALUES = [(36, 14), (50, 21), (47, 9), (80, 33), (63, 28)]
+
+
+def story_of(text: str) -> Domain:
+    return next(d for d in STORIES if d.keyword in text)
+
+
+class StoryTarget(FakeBackend):
+    """Writes each story's plain PoT program (and, asked to generalize, its parameterized one)."""
+
+    def __init__(self) -> None:
+        super().__init__(self._reply, name="story-target")
+
+    def _reply(self, messages: list[Message], options: GenerationOptions) -> Any:
+        if "Request:\n" in messages[1].content:
+            question = request_of(messages)
+            program = story_of(question).plain_program(numbers_in(question))
+        else:
+            question = first_build_request(messages)
+            program = story_of(question).program(numbers_in(question))
+        return f"```python\n{program}```"
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    made: list[MiniCache] = []
+
+    def factory(**config: Any) -> tuple[MiniCache, FakeSmall]:
+        small = FakeSmall()
+        engine = MiniCache(
+            StoryTarget(),
+            small,
+            store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
+            embedder=HashEmbedder(),
+            config=EngineConfig(
+                background_builds=False,
+                audit_rate=0.0,
+                build_early=0,
+                verify=VerifyConfig(probation=0),
+                **config,
+            ),
+            sandbox=sandbox,
+        )
+        made.append(engine)
+        return engine, small
+
+    yield factory
+    for engine in made:
+        engine.close()
+
+
+def served(engine: MiniCache, story: Domain, values: tuple[int, int]) -> Any:
+    result = engine.solve(story.ask(*values))
+    assert result.answer == pytest.approx(story.answer(*values)), result
+    return result
+
+
+def build(engine: MiniCache, story: Domain) -> str:
+    """Three misses of ``story``, which build its group's entry; returns the group."""
+    groups = {served(engine, story, values).group for values in VALUES[:3]}
+    engine.wait_for_builds()
+    assert len(groups) == 1
+    group = groups.pop()
+    assert any(e["event"] == "build" and e["ok"] and e["group"] == group for e in engine.events)
+    return group
+
+
+def merges(engine: MiniCache) -> list[dict[str, Any]]:
+    return [e for e in engine.events if e["event"] == "merge"]
+
+
+# -- one computation up to names ---------------------------------------------------------------
+
+
+def test_programs_that_differ_only_in_their_names_are_one_computation():
+    ours = computation_of(
+        "def solve(cookies=36, eaten=14):\n    left = cookies - eaten\n    return left\n"
+    )
+    theirs = computation_of(
+        "def solve(taken=9, marbles=47):  # written the other way round\n"
+        '    """How many remain."""\n'
+        "    remain = marbles - taken\n"
+        "    return remain\n"
+    )
+    assert ours is not None and theirs is not None
+    assert ours.shape == theirs.shape
+    # the parameters pair up by their use, not by their place in the signature
+    assert dict(zip(theirs.roles, ours.roles, strict=True)) == {
+        "marbles": "cookies",
+        "taken": "eaten",
+    }
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "def solve(a=1, b=2):\n    return a + b\n",  # another operation
+        "def solve(a=1, b=2, c=3):\n    return a - b - c\n",  # another parameter
+        "def solve(a=1, b=2):\n    return (a - b) * 12\n",  # another constant
+    ],
+)
+def test_programs_that_compute_otherwise_are_not_one_computation(other):
+    ours = computation_of("def solve(cookies=36, eaten=14):\n    return cookies - eaten\n")
+    theirs = computation_of(other)
+    assert ours is not None and theirs is not None and ours.shape != theirs.shape
+
+
+def test_a_parameter_the_program_never_uses_has_no_role_to_match():
+    assert computation_of("def solve(a=1, b=2, unused=3):\n    return a - b\n") is None
+
+
+# -- groups merging -----------------------------------------------------------------------------
+
+
+def test_two_stories_of_one_subtraction_merge_and_the_newer_storys_requests_hit_the_survivor(make):
+    engine, small = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+    marbles = build(engine, MARBLES)
+    assert cookies != marbles
+
+    # the newer group's examples are the older group's now, and the newer group is gone
+    store = engine.store
+    assert [g.id for g in store.list_groups("default")] == [cookies]
+    assert store.get_group("default", marbles) is None
+    questions = [x.question for x in store.examples("default", cookies)]
+    assert len(questions) == 6 and sum("marbles" in q for q in questions) == 3
+    assert [e.group_id for e in store.list_entries("default", "active")] == [cookies]
+    (event,) = merges(engine)
+    assert event["group"] == cookies and event["merged"] == marbles and event["examples"] == 3
+    assert event["names"] == {"marbles": "cookies", "taken": "eaten"}
+    entry = store.active_entry("default", cookies)
+    assert entry is not None and entry.id == event["entry"]
+    assert [m["group"] for m in entry.validation["merged"]] == [marbles]
+
+    # a later request told as the merged story routes to the survivor and hits without the small
+    # model: the survivor's entry reads that wording with the merged entry's exemplars
+    small.mode = "raise"
+    hit = served(engine, MARBLES, VALUES[3])
+    assert (hit.route, hit.group, hit.entry_id) == ("hit", cookies, entry.id)
+    assert hit.variables == {"cookies": VALUES[3][0], "eaten": VALUES[3][1]}
+    again = served(engine, COOKIES, VALUES[4])  # and the survivor's own story still hits
+    assert (again.route, again.group) == ("hit", cookies)
+
+
+def test_different_computations_do_not_merge(make):
+    engine, _ = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+    pages = build(engine, PAGES)
+    assert {g.id for g in engine.store.list_groups("default")} == {cookies, pages}
+    assert {e.group_id for e in engine.store.list_entries("default", "active")} == {cookies, pages}
+    assert merges(engine) == []
+
+
+def test_with_merging_off_one_computations_groups_stay_apart(make):
+    engine, _ = make()
+    assert engine.config.merge_groups is False
+    cookies = build(engine, COOKIES)
+    marbles = build(engine, MARBLES)
+    assert {g.id for g in engine.store.list_groups("default")} == {cookies, marbles}
+    assert merges(engine) == []
+    assert served(engine, MARBLES, VALUES[3]).group == marbles
