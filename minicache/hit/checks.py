@@ -17,6 +17,9 @@ class Check(StrEnum):
     ALIGN = (
         "align"  # alignment with the exemplars reads another value, or none (minicache.hit.align)
     )
+    # A rule's or an alignment's reading of slots of one kind that nothing independent tells apart
+    # (minicache.hit.independence).
+    UNCORROBORATED = "uncorroborated"
     REORDER = "reorder"  # the model chose otherwise with the variables in reverse order
     # Corroboration of the model's choice (minicache.hit.corroboration).
     DUPLICATE = "duplicate"  # one number written once fills two variables

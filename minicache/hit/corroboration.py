@@ -24,7 +24,7 @@ from minicache.programs.lifting import EXAMPLE_MARK
 from minicache.store.base import Entry, Variable
 
 
-def _cues(var: Variable, profile: dict[str, Any]) -> set[str]:
+def variable_cues(var: Variable, profile: dict[str, Any]) -> set[str]:
     """Words that say what a variable is: its name and the name's acronym ("eps"), its description
     (with the example's own words, which lifting records after EXAMPLE_MARK), its cue words in each
     exemplar, and those learned from context refusals the miss path showed unfounded
@@ -76,7 +76,7 @@ def corroborate(
             )
     pos = positions(text)
     profile = entry.validation.get("profile") or {}
-    cues = {var.name: _cues(var, profile) for var in numeric}
+    cues = {var.name: variable_cues(var, profile) for var in numeric}
     words = number_words(text, pos)
     score = {
         (var.name, p.start): cue_score(words[p.start], cues[var.name])

@@ -21,6 +21,10 @@ what that evidence showed):
 * ``range``: the refused value joins the variable's observed values (``profile.values``).
 * ``answer``: the refused answer joins the group's answers (``profile.answers``): a trade balance
   seen negative twice may be positive.
+* ``uncorroborated``: when the refused rule or alignment reading gave the reference answer, the
+  words around each of its colliding slots' numbers join that slot's cue words (``profile.cues``),
+  which the cue reader reads; when a rule reading did not and the cue reader's order did, the rules
+  of the slots the two read differently are dropped.
 * ``context``: the words around the value the model chose join the variable's cue words
   (``profile.cues``), so the words around another number no longer outscore them for a request
   written this way. On Formula, 8 context revisions each learned the words of one request, and none
@@ -43,7 +47,7 @@ from minicache.hit.checks import Check
 from minicache.programs.signature import answers_match
 from minicache.store.base import Entry
 
-LEARNABLE = (Check.RULE, Check.RANGE, Check.ANSWER, Check.CONTEXT)
+LEARNABLE = (Check.RULE, Check.RANGE, Check.ANSWER, Check.CONTEXT, Check.UNCORROBORATED)
 
 
 @dataclass
@@ -68,6 +72,8 @@ def revise(
         return None
     if refused.check == Check.RULE:
         return _drop_rules(entry, readings, reference, run)
+    if refused.check == Check.UNCORROBORATED:
+        return _tell_apart(entry, readings, reference, run)
     values = readings.get("hit")
     if values is None:
         return None
@@ -115,6 +121,44 @@ def _drop_rules(
     rules = {k: v for k, v in entry.rules.items() if k not in wrong}
     note = {"check": Check.RULE, "dropped": wrong}
     return _with_note(rules, copy.deepcopy(entry.validation), note)
+
+
+def _tell_apart(
+    entry: Entry,
+    readings: dict[str, dict[str, Any]],
+    reference: Any,
+    run: Callable[[dict[str, Any]], Any],
+) -> Revision | None:
+    """An uncorroborated reading (:mod:`minicache.hit.independence`) that gave the miss answer: the
+    words around each slot's number join its cue words, so that the cue reader tells the slots apart
+    in a request written this way. A rule reading that did not, where the cue reader's order did:
+    the rules of the slots the two orders read differently are dropped."""
+    values, words = readings.get("hit"), readings.get("words") or {}
+    if values is None:
+        return None
+    validation = copy.deepcopy(entry.validation)
+    if _gives(run, values, reference):
+        learned = (validation.setdefault("profile", {})).setdefault("cues", {})
+        new = {
+            name: sorted(set(said) - set(learned.get(name, [])))
+            for name, said in words.items()
+            if set(said) - set(learned.get(name, []))
+        }
+        if not new:
+            return None
+        for name, added in new.items():
+            learned[name] = sorted([*learned.get(name, []), *added])
+        return _with_note(entry.rules, validation, {"check": Check.UNCORROBORATED, "cues": new})
+    by_rules, by_cues = readings.get("rule"), readings.get("cues")
+    if by_rules is None or by_cues is None or not _gives(run, by_cues, reference):
+        return None
+    wrong = sorted(
+        k for k, v in by_rules.items() if k in entry.rules and not same_value(v, by_cues.get(k))
+    )
+    if not wrong:
+        return None
+    rules = {k: v for k, v in entry.rules.items() if k not in wrong}
+    return _with_note(rules, validation, {"check": Check.UNCORROBORATED, "dropped": wrong})
 
 
 def _gives(run: Callable[[dict[str, Any]], Any], values: dict[str, Any], reference: Any) -> bool:

@@ -6,7 +6,8 @@ first (the whole story, with the reasons, is docs/hits.md):
 
 1. **Zero-model extraction.** Learned rules (two agreeing examples) and alignment with an exemplar
    (one validated example, :mod:`minicache.hit.align`). When both resolve every variable they must
-   agree.
+   agree, and a reading of slots of one kind must be told apart by a reader independent of it
+   (:mod:`minicache.hit.independence`).
 2. **Corroboration of model-chosen values** (:mod:`minicache.hit.corroboration`): rules, alignment,
    one number per variable, the words around each chosen number, their order and the decoder's
    margin.
@@ -36,6 +37,7 @@ from minicache.hit.align import Alignment, align, same_value, same_values
 from minicache.hit.checks import Check
 from minicache.hit.corroboration import corroborate, rule_readings
 from minicache.hit.extraction import Extraction, Extractor, Method, check_types
+from minicache.hit.independence import corroborate_reading
 from minicache.hit.profile import check_answer, checked_values
 from minicache.store.base import Entry
 
@@ -124,6 +126,9 @@ class HitVerifier:
             method, values = zero_model_values
             checked = check_types(entry.template, values)
             checked_values(profile, entry.template, checked, text, self.config.value_range)
+            if self.config.corroborate_zero_model:
+                other = partial if method == Method.RULE else rule_readings(entry, text)
+                corroborate_reading(entry, method, checked, text, other)
             return Extraction(checked, method, time.perf_counter() - began)
         if no_model is not None:
             raise no_model
