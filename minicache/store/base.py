@@ -224,7 +224,7 @@ class Store(Protocol):
     def tenants(self) -> list[str]: ...
 
     # the dashboard's requests over time (see minicache.store.history): per bucket of a unit
-    # ("minute", "hour"), counter levels that merge by the larger value and additions that sum
+    # ("minute", "hour"), counter readings kept as (lowest, highest) and additions that sum
     def record_history(
         self,
         tenant: str,
@@ -233,7 +233,9 @@ class Store(Protocol):
         levels: Mapping[str, float],
         added: Mapping[str, float],
     ) -> None: ...
-    def history(self, tenant: str, unit: str, since: int) -> dict[int, dict[str, float]]: ...
+    def history(
+        self, tenant: str, unit: str, since: int
+    ) -> dict[int, dict[str, tuple[float, float]]]: ...
     def prune_history(self, unit: str, before: int) -> int: ...
 
     def schema_version(self) -> int: ...

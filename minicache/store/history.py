@@ -2,14 +2,16 @@
 requests over time (table ``counter_history``), written through the backend's own transactions.
 
 A history row is one counter of one tenant in one time bucket (``unit`` "minute" or "hour",
-``bucket_start`` in epoch seconds). Two kinds of value share the table, and the writer says which:
+``bucket_start`` in epoch seconds), with a ``low`` and a ``high`` value. Two kinds of counter share
+the table, and the writer says which:
 
-* a **level**: the cumulative store counter as read during that bucket. Several replicas read the
-  same counters, so levels merge by taking the larger; a bucket's increment is its level less the
-  level of the bucket before it (see ``minicache.server.dashboard.tracker``). Every replica writing
-  them counts each request once.
+* a **level**: a cumulative store counter as read during that bucket; ``low`` keeps the lowest
+  reading and ``high`` the highest. Several replicas read the same counters, so their readings
+  merge without counting anything twice; a bucket's increment is its ``high`` less the ``high`` of
+  the bucket before it, or its own ``low`` where there is none before it (see
+  ``minicache.server.dashboard.tracker``).
 * an **addition**: an amount only this process knows (the server's tokens-saved estimate), summed
-  over the processes that add to the bucket.
+  into ``high`` over the processes that add to the bucket (``low`` stays 0).
 """
 
 from __future__ import annotations
@@ -50,33 +52,42 @@ class HistoryQueries:
         levels: Mapping[str, float],
         added: Mapping[str, float],
     ) -> None:
-        """Merge ``levels`` (the larger value stays) and ``added`` (summed) into one bucket, in one
-        transaction."""
+        """Merge the readings ``levels`` (into their bucket's lowest and highest) and ``added``
+        (summed) into one bucket, in one transaction."""
         d = self.dialect
         insert = (
-            "INSERT INTO counter_history (tenant, unit, bucket_start, name, amount) "
-            f"VALUES ({d.params(5)}) ON CONFLICT (tenant, unit, bucket_start, name) DO UPDATE SET "
+            "INSERT INTO counter_history (tenant, unit, bucket_start, name, low, high) "
+            f"VALUES ({d.params(6)}) ON CONFLICT (tenant, unit, bucket_start, name) DO UPDATE SET "
         )
-        keep_larger = insert + f"amount = {d.greatest}(counter_history.amount, excluded.amount)"
-        add = insert + "amount = counter_history.amount + excluded.amount"
+        reading = insert + (
+            f"low = {d.least}(counter_history.low, excluded.low), "
+            f"high = {d.greatest}(counter_history.high, excluded.high)"
+        )
+        addition = insert + "high = counter_history.high + excluded.high"
+        key = (tenant, unit, int(bucket_start))
         with self._tx() as c:
-            for name, amount in levels.items():
-                c.execute(keep_larger, (tenant, unit, int(bucket_start), name, float(amount)))
+            for name, value in levels.items():
+                c.execute(reading, (*key, name, float(value), float(value)))
             for name, amount in added.items():
-                c.execute(add, (tenant, unit, int(bucket_start), name, float(amount)))
+                c.execute(addition, (*key, name, 0.0, float(amount)))
 
-    def history(self: _Backend, tenant: str, unit: str, since: int) -> dict[int, dict[str, float]]:
+    def history(
+        self: _Backend, tenant: str, unit: str, since: int
+    ) -> dict[int, dict[str, tuple[float, float]]]:
         """The buckets of ``unit`` starting at ``since`` or later, oldest first: bucket start ->
-        counter -> the value recorded (a level or a sum of additions, as it was written)."""
+        counter -> (low, high) as written (a level's readings, or 0 and an addition's sum)."""
         p = self.dialect.param
         rows = self._fetch(
-            "SELECT bucket_start, name, amount FROM counter_history "
+            "SELECT bucket_start, name, low, high FROM counter_history "
             f"WHERE tenant={p} AND unit={p} AND bucket_start>={p} ORDER BY bucket_start",
             (tenant, unit, int(since)),
         )
-        out: dict[int, dict[str, float]] = {}
+        out: dict[int, dict[str, tuple[float, float]]] = {}
         for r in rows:
-            out.setdefault(int(r["bucket_start"]), {})[r["name"]] = float(r["amount"])
+            out.setdefault(int(r["bucket_start"]), {})[r["name"]] = (
+                float(r["low"]),
+                float(r["high"]),
+            )
         return out
 
     def prune_history(self: _Backend, unit: str, before: int) -> int:

@@ -32,6 +32,7 @@ class Dialect:
     seq: str | None  # the identity column an ordered table gets, where the dialect has no rowid
     versions: str  # the table of applied migrations, as each store has always created it
     greatest: str  # the larger of two values (SQLite's scalar MAX, PostgreSQL's GREATEST)
+    least: str  # the smaller of two values (SQLite's scalar MIN, PostgreSQL's LEAST)
 
     def params(self, n: int) -> str:
         return ",".join([self.param] * n)
@@ -61,6 +62,7 @@ SQLITE = Dialect(
     seq=None,
     versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
     greatest="MAX",
+    least="MIN",
 )
 POSTGRES = Dialect(
     "postgres",
@@ -75,6 +77,7 @@ POSTGRES = Dialect(
     seq="seq BIGINT GENERATED ALWAYS AS IDENTITY",
     versions="CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY)",
     greatest="GREATEST",
+    least="LEAST",
 )
 
 
@@ -268,7 +271,8 @@ MIGRATIONS: list[list[Step]] = [
                 _text("unit"),
                 _int("bucket_start", kind="bigint"),
                 _text("name"),
-                _float("amount"),
+                _float("low"),
+                _float("high"),
             ),
             key=("tenant", "unit", "bucket_start", "name"),
             ordered=False,

@@ -181,7 +181,7 @@ def test_a_file_at_version_6_upgrades_in_place_keeps_its_data_and_records_histor
         assert store.tenants() == ["team-a", "team-b"]
         store.record_history("team-a", "minute", 60, {"requests": 7.0}, {})
     with closing(SQLiteStore(path)) as again:
-        assert again.history("team-a", "minute", 0) == {60: {"requests": 7.0}}
+        assert again.history("team-a", "minute", 0) == {60: {"requests": (7.0, 7.0)}}
 
 
 def test_open_store_accepts_a_path_or_a_store_and_refuses_postgres(tmp_path):

@@ -26,14 +26,15 @@ def test_tenants_are_those_with_counters_groups_or_entries_sorted_once(store: St
     assert store.tenants() == ["team-a", "team-b", "team-c"]
 
 
-def test_history_levels_keep_the_larger_value_and_additions_sum(store: Store):
+def test_history_keeps_each_levels_lowest_and_highest_reading_and_sums_additions(store: Store):
     store.record_history("a", "minute", MINUTE, {"requests": 5.0}, {"tokens_saved": 10.0})
     # another replica, which read the counters a moment earlier, and adds its own estimate
     store.record_history("a", "minute", MINUTE, {"requests": 4.0}, {"tokens_saved": 2.5})
+    store.record_history("a", "minute", MINUTE, {"requests": 6.0}, {})
     store.record_history("a", "minute", MINUTE + 60, {"requests": 7.0, "hits": 1.0}, {})
     assert store.history("a", "minute", MINUTE) == {
-        MINUTE: {"requests": 5.0, "tokens_saved": 12.5},
-        MINUTE + 60: {"requests": 7.0, "hits": 1.0},
+        MINUTE: {"requests": (4.0, 6.0), "tokens_saved": (0.0, 12.5)},
+        MINUTE + 60: {"requests": (7.0, 7.0), "hits": (1.0, 1.0)},
     }
     assert list(store.history("a", "minute", MINUTE + 1)) == [MINUTE + 60]
 
@@ -42,9 +43,9 @@ def test_history_is_kept_per_tenant_and_unit(store: Store):
     store.record_history("a", "minute", MINUTE, {"requests": 1.0}, {})
     store.record_history("a", "hour", MINUTE, {"requests": 2.0}, {})
     store.record_history("b", "minute", MINUTE, {"requests": 3.0}, {})
-    assert store.history("a", "minute", 0) == {MINUTE: {"requests": 1.0}}
-    assert store.history("a", "hour", 0) == {MINUTE: {"requests": 2.0}}
-    assert store.history("b", "minute", 0) == {MINUTE: {"requests": 3.0}}
+    assert store.history("a", "minute", 0) == {MINUTE: {"requests": (1.0, 1.0)}}
+    assert store.history("a", "hour", 0) == {MINUTE: {"requests": (2.0, 2.0)}}
+    assert store.history("b", "minute", 0) == {MINUTE: {"requests": (3.0, 3.0)}}
     assert store.history("c", "minute", 0) == {}
 
 
@@ -56,7 +57,7 @@ def test_pruning_deletes_only_older_buckets_of_its_unit(store: Store):
     assert store.prune_history("minute", MINUTE + 120) == 4
     assert list(store.history("a", "minute", 0)) == [MINUTE + 120]
     assert list(store.history("b", "minute", 0)) == [MINUTE + 120]
-    assert store.history("a", "hour", 0) == {MINUTE: {"requests": 9.0}}
+    assert store.history("a", "hour", 0) == {MINUTE: {"requests": (9.0, 9.0)}}
 
 
 def test_history_survives_reopening_the_store(backend):  # noqa: F811 - the shared fixture
@@ -64,11 +65,11 @@ def test_history_survives_reopening_the_store(backend):  # noqa: F811 - the shar
     first.record_history("a", "hour", MINUTE, {"requests": 3.0}, {"tokens_saved": 1.5})
     first.close()
     assert backend.open().history("a", "hour", 0) == {
-        MINUTE: {"requests": 3.0, "tokens_saved": 1.5}
+        MINUTE: {"requests": (3.0, 3.0), "tokens_saved": (0.0, 1.5)}
     }
 
 
 @pytest.mark.parametrize("amount", [0.0, 1e12 + 0.5])
 def test_history_amounts_round_trip_as_floats(store: Store, amount: float):
     store.record_history("a", "minute", MINUTE, {}, {"tokens_saved": amount})
-    assert store.history("a", "minute", 0) == {MINUTE: {"tokens_saved": amount}}
+    assert store.history("a", "minute", 0) == {MINUTE: {"tokens_saved": (0.0, amount)}}

@@ -182,7 +182,7 @@ def test_a_database_at_version_6_upgrades_in_place_keeps_its_data_and_records_hi
         assert store.counters("team-a") == {"requests": 7}
         assert store.tenants() == ["team-a"]
         store.record_history("team-a", "hour", 3600, {"requests": 7.0}, {})
-        assert store.history("team-a", "hour", 0) == {3600: {"requests": 7.0}}
+        assert store.history("team-a", "hour", 0) == {3600: {"requests": (7.0, 7.0)}}
     finally:
         store.close()
 
