@@ -27,7 +27,7 @@ from minicache.server import ServerConfig, create_app
 from minicache.server.dashboard.routes import COOKIE
 from minicache.server.dashboard.tracker import Tracker
 from minicache.server.testing import BackgroundServer
-from minicache.store import Group, SQLiteStore
+from minicache.store import SQLiteStore
 
 KEY_A, KEY_B, KEY_ADMIN = "sk-tenant-a-0001", "sk-tenant-b-0002", "sk-admin-only-03"
 AUTH = ServerConfig(api_keys={KEY_A: "a", KEY_B: "b"}, admin_keys={KEY_ADMIN}, rate_per_s=0)
@@ -322,48 +322,101 @@ def test_static_files_ship_in_the_package(dash):
 # -- the sampler behind the chart and the live feed -------------------------------------------
 
 
-class _Store:
-    def __init__(self) -> None:
-        self.values = {"a": {}, "b": {}}
-        self.groups = {("b", "g1")}
-
-    def counters(self, tenant):
-        return dict(self.values[tenant])
-
-    def get_entry(self, tenant, entry_id):
-        return None
-
-    def get_group(self, tenant, group_id):
-        return Group(group_id, tenant) if (tenant, group_id) in self.groups else None
-
-
 class _Engine:
-    def __init__(self) -> None:
-        self.store = _Store()
+    """What the sampler reads of an engine: a store (a real one) and the engine's event list."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
         self.events: list[dict] = []
 
 
+def _count(store: SQLiteStore, tenant: str, **levels: int) -> None:
+    """Bump ``tenant``'s counters up to ``levels``."""
+    have = store.counters(tenant)
+    for name, value in levels.items():
+        if value > have.get(name, 0):
+            store.bump(tenant, name, value - have.get(name, 0))
+
+
+T0 = 60 * 16_667 + 20.0  # 20 s into a minute
+
+
 def test_tracker_adds_counter_increments_to_their_minute_and_tags_events_with_their_tenant():
-    engine = _Engine()
+    engine = _Engine(SQLiteStore(":memory:"))
+    engine.store.ensure_group("b", "g1")
     tracker = Tracker(engine, lambda: ["a", "b"], lambda tenant: 0.0)
-    t0 = 60 * 16_667 + 20.0  # 20 s into a minute
-    tracker.sample(t0)  # baseline
-    engine.store.values["a"] = {"requests": 5, "hits": 3, "misses": 2}
-    engine.store.values["b"] = {"requests": 2, "fallbacks": 1, "errors": 1}
+    tracker.sample(T0)  # baseline
+    _count(engine.store, "a", requests=5, hits=3, misses=2)
+    _count(engine.store, "b", requests=2, fallbacks=1, errors=1)
     engine.events.append({"event": "build", "group": "g1", "ok": False, "attempts": 2})
-    tracker.sample(t0 + 30)
-    engine.store.values["a"] = {"requests": 6, "hits": 4, "misses": 2}
-    tracker.sample(t0 + 50)  # the next minute
-    series = tracker.series(["a"], "minute", 3, now=t0 + 50)
+    tracker.sample(T0 + 30)
+    _count(engine.store, "a", requests=6, hits=4, misses=2)
+    tracker.sample(T0 + 50)  # the next minute
+    series = tracker.series(["a"], "minute", 3, now=T0 + 50)
     assert [v["requests"] for _, v in series] == [0, 5, 1]
     assert [v["hits"] for _, v in series] == [0, 3, 1]
-    both = tracker.series(["a", "b"], "hour", 1, now=t0 + 50)
+    both = tracker.series(["a", "b"], "hour", 1, now=T0 + 50)
     assert both[0][1]["requests"] == 8 and both[0][1]["errors"] == 1
     kinds_b = [(e.kind, e.tenant) for e in tracker.feed({"b"})]
     assert sorted(kinds_b) == [("build-failed", "b"), ("error", "b"), ("fallback", "b")]
     assert tracker.feed({"a"}) == []
     newest = tracker.feed(None)[0].seq
     assert tracker.feed(None, after=newest) == []
+
+
+def test_a_new_tracker_on_the_same_store_shows_the_history_of_the_one_before(tmp_path):
+    path = tmp_path / "store.db"
+    saved = {"a": 0.0}
+    first = Tracker(_Engine(SQLiteStore(path)), lambda: ["a"], lambda tenant: saved["a"])
+    first.sample(T0)
+    _count(first.engine.store, "a", requests=4, hits=1)
+    saved["a"] = 120.0
+    first.sample(T0 + 10)
+    _count(first.engine.store, "a", requests=6, hits=3)
+    first.sample(T0 + 20)  # the last one, as Tracker.stop takes it at shutdown
+    first.engine.store.close()
+
+    saved["a"] = 0.0  # the estimate starts again with the process
+    again = Tracker(_Engine(SQLiteStore(path)), lambda: ["a"], lambda tenant: saved["a"])
+    again.sample(T0 + 3600)  # an hour later
+    _count(again.engine.store, "a", requests=7)
+    again.sample(T0 + 3610)
+    hours = again.series(["a"], "hour", 2, now=T0 + 3610)
+    assert [v["requests"] for _, v in hours] == [6, 1]
+    assert [v["hits"] for _, v in hours] == [3, 0]
+    assert [v["tokens_saved"] for _, v in hours] == [120.0, 0.0]
+    assert again.series(["a"], "minute", 61, now=T0 + 3610)[0][1]["requests"] == 6
+
+
+def test_the_tracker_keeps_only_the_minutes_and_hours_it_shows(tmp_path):
+    store = SQLiteStore(tmp_path / "store.db")
+    tracker = Tracker(_Engine(store), lambda: ["a"], lambda tenant: 0.0, minutes=3, hours=2)
+    for i in range(6):
+        _count(store, "a", requests=i)
+        tracker.sample(T0 + 60 * i)
+    assert len(store.history("a", "minute", 0)) == 3
+    assert [v["requests"] for _, v in tracker.series(["a"], "minute", 3, now=T0 + 300)] == [
+        0,
+        1,
+        1,
+    ]
+
+
+def test_the_overview_shows_the_requests_of_the_server_that_ran_before_on_the_store(make, tmp_path):
+    path = tmp_path / "shared.db"
+    first = make(AUTH, store=SQLiteStore(path))
+    for values in CR_VALUES[:3]:
+        ask(first.client, KEY_A, CURRENT_RATIO, values)
+    first.app.state.dashboard.tracker.stop()  # as the server's shutdown does: one last sample
+
+    again = make(AUTH, store=SQLiteStore(path))  # a new server process on the same store
+    c = again.client
+    login(c, KEY_ADMIN)
+    for unit in ("minute", "hour"):
+        page = c.get(f"/dashboard?tenant=a&unit={unit}").text
+        assert f"requests per {unit}: 3 in the window" in page
+    ask(c, KEY_A, CURRENT_RATIO, CR_VALUES[3])
+    assert "requests per minute: 4 in the window" in c.get("/dashboard?tenant=a").text
 
 
 # -- a real browser ---------------------------------------------------------------------------

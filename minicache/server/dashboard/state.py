@@ -60,7 +60,9 @@ class Dashboard:
     @classmethod
     def create(cls, server: ServerState) -> Dashboard:
         tracker = Tracker(
-            server.engine, server.tenants, functools.partial(views.saved_tokens, server.metrics)
+            server.engine,
+            functools.partial(known_tenants, server),
+            functools.partial(views.saved_tokens, server.metrics),
         )
         try:
             tracker.sample()  # the baseline: the chart counts what happens from now on
@@ -81,19 +83,22 @@ class Dashboard:
         code: int = 200,
         **context: Any,
     ) -> HTMLResponse:
-        tenants = (
-            sorted(set(self.server.tenants())) if viewer is not None and viewer.admin else None
-        )
+        tenants = self.tenants() if viewer is not None and viewer.admin else None
         html = self.env.get_template(template).render(
             viewer=viewer, prefix=PREFIX, path=request.url.path, tenants=tenants, **context
         )
         return HTMLResponse(html, status_code=code, headers={"Cache-Control": "no-store"})
 
+    def tenants(self) -> list[str]:
+        """The tenants an admin picks among (sorted): :func:`known_tenants` as of the sampler's
+        last sample, so that a page's handler does not wait on the store for them."""
+        return sorted(set(self.server.tenants()) | set(self.tracker.sampled_tenants))
+
     def busiest_tenant(self) -> str:
         """Where an admin lands: the tenant with the most requests, not an empty "default" (which
         no request reaches once API keys are configured). Blocks: reads each tenant's counters."""
         best, most = DEFAULT_TENANT, 0
-        for tenant in sorted(self.server.tenants()):
+        for tenant in self.tenants():
             n = self.server.engine.store.counters(tenant).get("requests", 0)
             if n > most:
                 best, most = tenant, n
@@ -109,6 +114,12 @@ class Dashboard:
         if who is None or (not auth.enabled and not who.admin):
             return None
         return Viewer(who.tenant, who.admin)
+
+
+def known_tenants(server: ServerState) -> list[str]:
+    """Every tenant with data in the store (those of earlier runs too), every tenant an API key
+    maps to, and those this server has served, sorted."""
+    return sorted(set(server.tenants()) | set(server.engine.store.tenants()))
 
 
 def dashboard_of(request: Request) -> Dashboard:

@@ -1,11 +1,19 @@
 """Requests over time and the live event feed, sampled from the store's counters and ``engine.events``.
 
-The store keeps cumulative counters per tenant, not a history, and the engine's events carry neither a
-time nor a tenant. A sampler that reads them every few seconds turns both into what the dashboard
-shows: the counters' increments, added to the minute and the hour they were seen in, and each new
-engine event stamped with the time it was first seen and the tenant whose store holds its entry or
-group. Increments of the fallback and error counters become events too, so failures appear in the
-feed as they happen. Everything here lives in the server process: history starts when it starts.
+The store keeps cumulative counters per tenant, and the engine's events carry neither a time nor a
+tenant. A sampler that reads them every few seconds turns both into what the dashboard shows:
+
+* **Requests over time** live in the store (``Store.record_history``), so the charts survive a
+  restart: each sample writes its reading of the counters into the current minute and hour (when
+  they changed, and once per bucket), where the store keeps each counter's lowest and highest
+  reading; a bucket's increment is its highest less the highest of the bucket before it (or its
+  own lowest, for the first). Replicas on one store read the same counters, so their readings
+  merge and each request counts once. The tokens-saved estimate is the server's own, so its
+  increments are added up.
+* **Events**: each new engine event is stamped with the time it was first seen and the tenant whose
+  store holds its entry or group; increments of the fallback and error counters become events too,
+  so failures appear in the feed as they happen. The feed lives in the server process: it starts
+  empty when the server does.
 """
 
 from __future__ import annotations
@@ -15,10 +23,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 COUNTED = ("requests", "hits", "misses", "fallbacks", "errors", "target_tokens", "tokens_saved")
+LEVELS = COUNTED[:-1]  # the store's counters: every replica reads the same levels
+ADDED = ("tokens_saved",)  # this process's own estimate: its increments are added up
 UNITS = {"minute": 60, "hour": 3600}
 
 
@@ -33,22 +43,21 @@ class Event:
     detail: str = ""
 
 
-@dataclass
-class _Series:
-    """Counter increments per time bucket (bucket start -> field -> amount), newest buckets kept."""
-
-    width_s: int
-    keep: int
-    buckets: dict[int, dict[str, float]] = field(default_factory=dict)
-
-    def add(self, now: float, deltas: dict[str, float]) -> None:
-        start = int(now // self.width_s) * self.width_s
-        bucket = self.buckets.setdefault(start, dict.fromkeys(COUNTED, 0.0))
-        for name, amount in deltas.items():
-            bucket[name] += amount
-        if len(self.buckets) > self.keep:
-            for old in sorted(self.buckets)[: len(self.buckets) - self.keep]:
-                del self.buckets[old]
+def increments(rows: dict[int, dict[str, tuple[float, float]]]) -> dict[int, dict[str, float]]:
+    """Each stored bucket's increments (see :mod:`minicache.store.history`): a level's highest
+    reading less the highest of the latest bucket before it that has one, or less its own lowest
+    where none does; an addition as it is."""
+    previous: dict[str, float] = {}
+    out: dict[int, dict[str, float]] = {}
+    for start in sorted(rows):
+        bucket = out[start] = {}
+        for name, (low, high) in rows[start].items():
+            if name in ADDED:
+                bucket[name] = high
+                continue
+            bucket[name] = max(0.0, high - previous.get(name, low))
+            previous[name] = max(high, previous.get(name, high))
+    return out
 
 
 class Tracker:
@@ -71,7 +80,9 @@ class Tracker:
         self.saved = saved
         self.interval_s = interval_s
         self._keep = {"minute": minutes, "hour": hours}
-        self._series: dict[tuple[str, str], _Series] = {}
+        self._written: dict[tuple[str, str], int] = {}  # (tenant, unit) -> bucket last written
+        self.sampled_tenants: list[str] = []  # the tenants the last sample read
+        self._pruned: int | None = None  # the minute whose sample pruned the history
         self._last: dict[str, dict[str, float]] = {}
         self._seen_events = 0
         self._reported_errors: dict[str | None, int] = {}  # errors already shown with a message
@@ -84,15 +95,18 @@ class Tracker:
     # -- sampling -------------------------------------------------------------------------------
     def _read(self, tenant: str) -> dict[str, float]:
         counters = self.engine.store.counters(tenant)
-        values = {name: float(counters.get(name, 0)) for name in COUNTED if name != "tokens_saved"}
+        values = {name: float(counters.get(name, 0)) for name in LEVELS}
         values["tokens_saved"] = float(self.saved(tenant))
         return values
 
     def sample(self, now: float | None = None) -> None:
-        """Add what changed since the last sample; the first sample of a tenant is its baseline."""
+        """Record what changed since the last sample in the store's history, and turn new failures
+        and engine events into events; the first sample of a tenant is its baseline."""
         now = time.time() if now is None else now
         tenants = sorted(set(self.tenants()))
+        self.sampled_tenants = tenants
         readings = {t: self._read(t) for t in tenants}  # store reads outside the lock
+        writes: list[tuple[str, str, int, dict[str, float], dict[str, float]]] = []
         with self._lock:
             for tenant, values in readings.items():
                 # An error answer counts in the store before it is recorded here, so the sample
@@ -100,18 +114,12 @@ class Tracker:
                 told = self._reported_errors.pop(tenant, 0)
                 last = self._last.get(tenant)
                 self._last[tenant] = values
-                if last is None:
-                    continue
                 deltas = {
-                    k: v - last.get(k, 0.0) for k, v in values.items() if v > last.get(k, 0.0)
+                    k: v - last.get(k, 0.0)
+                    for k, v in values.items()
+                    if last is not None and v > last.get(k, 0.0)
                 }
-                if not deltas:
-                    continue
-                for unit in UNITS:
-                    series = self._series.setdefault(
-                        (tenant, unit), _Series(UNITS[unit], self._keep[unit])
-                    )
-                    series.add(now, deltas)
+                writes += self._history_writes(tenant, now, values, deltas, first=last is None)
                 for kind in ("fallbacks", "errors"):
                     n = int(deltas.get(kind, 0))
                     if kind == "errors":  # those shown with their message already: not twice
@@ -121,10 +129,41 @@ class Tracker:
                         self._push(now, kind.removesuffix("s"), tenant, detail=f"{n} new {noun}")
             fresh = self.engine.events[self._seen_events :]
             self._seen_events += len(fresh)
+            prune = self._pruned != _bucket(now, "minute")
+            self._pruned = _bucket(now, "minute")
+        store = self.engine.store
+        for write in writes:  # store writes outside the lock too
+            store.record_history(*write)
+        if prune:  # once a minute: the buckets past what is kept
+            for unit, width in UNITS.items():
+                store.prune_history(unit, _bucket(now, unit) - width * (self._keep[unit] - 1))
         for raw in fresh:  # tenant look-ups read the store: outside the lock
             owner = self._owner(raw, tenants)
             with self._lock:
                 self._push(now, *_describe(raw, owner))
+
+    def _history_writes(
+        self,
+        tenant: str,
+        now: float,
+        values: dict[str, float],
+        deltas: dict[str, float],
+        first: bool,
+    ) -> list[tuple[str, str, int, dict[str, float], dict[str, float]]]:
+        """The ``record_history`` calls a sample makes for one tenant: its levels when they changed
+        (or on its first sample, or the first of a bucket, so that every bucket has a level to
+        follow), and this process's tokens-saved increment. Caller holds the lock."""
+        changed = first or any(name in deltas for name in LEVELS)
+        added = {name: deltas[name] for name in ADDED if name in deltas}
+        out = []
+        for unit in UNITS:
+            start = _bucket(now, unit)
+            new_bucket = self._written.get((tenant, unit)) != start
+            if changed or new_bucket or added:
+                levels = {name: values[name] for name in LEVELS} if changed or new_bucket else {}
+                out.append((tenant, unit, start, levels, added))
+                self._written[(tenant, unit)] = start
+        return out
 
     def record_error(self, tenant: str | None, message: str, request_id: str | None) -> None:
         """An error answer as it happened, with its message, shown in the feed at once; the
@@ -164,20 +203,22 @@ class Tracker:
     def series(
         self, tenants: Iterable[str], unit: str, n: int, now: float | None = None
     ) -> list[tuple[int, dict[str, float]]]:
-        """The last ``n`` buckets of ``unit`` (oldest first, empty ones as zeros), summed over ``tenants``."""
+        """The last ``n`` buckets of ``unit`` (oldest first, empty ones as zeros), summed over
+        ``tenants``, from the store's history (what earlier runs of the server recorded too)."""
         width = UNITS[unit]
         now = time.time() if now is None else now
-        last = int(now // width) * width
+        last = _bucket(now, unit)
         starts = [last - width * i for i in range(n - 1, -1, -1)]
         out = {s: dict.fromkeys(COUNTED, 0.0) for s in starts}
-        with self._lock:
-            for tenant in tenants:
-                series = self._series.get((tenant, unit))
-                if series is None:
-                    continue
-                for start in starts:
-                    for name, amount in series.buckets.get(start, {}).items():
-                        out[start][name] += amount
+        since = last - width * max(n, self._keep[unit])  # the bucket before the first one shown
+        for tenant in tenants:
+            for start, amounts in increments(
+                self.engine.store.history(tenant, unit, since)
+            ).items():
+                if start in out:
+                    for name, amount in amounts.items():
+                        if name in out[start]:
+                            out[start][name] += amount
         return list(out.items())
 
     def feed(self, allowed: set[str] | None, after: int = 0, limit: int = 200) -> list[Event]:
@@ -209,9 +250,19 @@ class Tracker:
             self._stop.wait(self.interval_s)
 
     def stop(self) -> None:
+        """Stop sampling, after one last sample, so that what came since the previous one is kept."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        try:
+            self.sample()
+        except Exception:  # noqa: BLE001 - a store that is down at shutdown loses the last seconds only
+            pass
+
+
+def _bucket(now: float, unit: str) -> int:
+    """The start of the ``unit`` bucket holding ``now``, in epoch seconds."""
+    return int(now // UNITS[unit]) * UNITS[unit]
 
 
 def _describe(
