@@ -64,6 +64,7 @@ def stats(store: str, tenant: str) -> None:
         counters = s.counters(tenant)
         entries = s.list_entries(tenant)
         groups = s.list_groups(tenant)
+        others = [t for t in s.tenants() if t != tenant] if not counters.get("requests") else []
     counters = {
         "requests": 0,
         "hits": 0,
@@ -86,11 +87,13 @@ def stats(store: str, tenant: str) -> None:
     if not requests and not groups:
         # All zeros usually means the wrong tenant, not an idle cache: a server with API keys counts
         # each key's requests under that key's tenant, never under "default".
+        where = (
+            f"tenants with data: {', '.join(others)} (use --tenant NAME)"
+            if others
+            else "nor has any other tenant"
+        )
         click.echo(
-            f"note: tenant {tenant!r} has no requests or groups in this store; a server with API "
-            "keys counts each key's requests under its own tenant (the values of api_keys in its "
-            "config): pass --tenant NAME to see one.",
-            err=True,
+            f"note: tenant {tenant!r} has no requests or groups in this store; {where}", err=True
         )
 
 

@@ -513,7 +513,11 @@ def test_solve_reads_context_and_keeps_tenants_apart(spec, tmp_path):
     empty = cli("stats", "--store", spec, "--tenant", "b")
     assert json.loads(empty.stdout)["requests"] == 0
     # All zeros comes with a hint that the requests may be counted under other tenants.
-    assert "note: tenant 'b' has no requests" in empty.stderr and "--tenant NAME" in empty.stderr
+    assert empty.exit_code == 0
+    assert "note: tenant 'b' has no requests or groups in this store; tenants with data: a " in (
+        empty.stderr
+    )
+    assert "(use --tenant NAME)" in empty.stderr
     assert "note:" not in cli("stats", "--store", spec, "--tenant", "a").stderr
     context.write_bytes(b"\xff\xfe")
     result = cli("solve", "q?", "--context", str(context), "--store", spec)
@@ -601,6 +605,17 @@ def test_entries_list_all_includes_superseded(spec):
     assert len(cli("entries", "list", "--store", spec).stdout.splitlines()) == 1
     lines = cli("entries", "list", "--all", "--store", spec).stdout.splitlines()
     assert sorted(line.split()[1] for line in lines) == ["active", "superseded"]
+
+
+def test_stats_of_an_empty_store_says_no_tenant_has_data(spec):
+    from minicache.store import open_store
+
+    open_store(spec).close()
+    result = cli("stats", "--store", spec)
+    assert result.exit_code == 0 and json.loads(result.stdout)["requests"] == 0
+    assert result.stderr.strip() == (
+        "note: tenant 'default' has no requests or groups in this store; nor has any other tenant"
+    )
 
 
 def test_entries_export_then_import_into_another_tenant_serves_hits(spec):
