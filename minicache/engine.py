@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from minicache import portability
+from minicache import invalidation, portability
 from minicache.answers import (
     MAX_DECIMALS,
     Route,
@@ -88,6 +88,7 @@ class MiniCache:
             refresh_s=self.config.route_refresh_s,
             per_group=self.config.route_per_group,
             exact_rows=self.config.route_exact_rows,
+            word_slots=self.config.route_word_slots,
         )
         self.sandbox = sandbox or SandboxPool()
         self._own_sandbox = sandbox is None
@@ -336,26 +337,11 @@ class MiniCache:
     def invalidate(
         self, *, group: str | None = None, entry: str | None = None, tenant: str = "default"
     ) -> int:
-        """Evict one active entry; or, for a group (label or group id), evict its active entries and
-        forget its examples, so the next requests start it afresh instead of rebuilding the same
-        program. Returns how many active entries were evicted."""
-        if entry:
-            found = self.store.get_entry(tenant, entry)
-            if found is None or found.status != "active":
-                return 0
-            self.store.set_entry_status(tenant, entry, "evicted")
-            return 1
-        if group:
-            gid = group if self.store.get_group(tenant, group) else f"label:{group}"
-            n = 0
-            for e in self.store.list_entries(tenant, "active"):
-                if e.group_id == gid:
-                    self.store.set_entry_status(tenant, e.id, "evicted")
-                    n += 1
-            self.store.clear_examples(tenant, gid)
-            self.router.forget_group(tenant, gid)
-            return n
-        raise InvalidRequest("invalidate needs group= or entry=")
+        """Evict one active entry, or a group's entries and examples
+        (:func:`minicache.invalidation.invalidate`). Returns how many active entries were evicted."""
+        return invalidation.invalidate(
+            self.store, self.router, group=group, entry=entry, tenant=tenant
+        )
 
     def export_entries(self, tenant: str = "default", examples: int = 3) -> list[dict[str, Any]]:
         """Active entries as JSON, each with up to ``examples`` of its group's requests, which let an
