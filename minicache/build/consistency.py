@@ -5,8 +5,10 @@ its group, so it can afford several samples per example. With ``EngineConfig.bui
 a build asks the target the miss path's own prompt k times for each held example, at
 ``build_temperature``, runs each program, lifts it against its request
 (:mod:`minicache.programs.lifting`) and counts the samples by computation: the lifted program up
-to parameter and variable names (:func:`computation_key`), so that one computation written for two
-requests, whose numbers and wording differ, counts as one. The computation with the most samples
+to names, each parameter named for the number of the request it holds
+(:mod:`minicache.programs.computation`, ``BY_REQUEST_NUMBER``), so that one computation written
+for two requests, whose numbers and wording differ, counts as one, and a sample that swaps two of
+its request's quantities does not. The computation with the most samples
 across all the held examples is the group's, if its share of the samples (its agreement) is above
 ``build_agreement``; the build then works from each example's agreeing sample instead of the
 program its miss was answered with, and an example none of whose samples wrote it is left out.
@@ -17,23 +19,19 @@ unsure of it.
 
 from __future__ import annotations
 
-import ast
-import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from minicache.answers import check_answer
-from minicache.errors import BackendError, ProgramError, ProgramShapeError
+from minicache.errors import BackendError, ProgramError
 from minicache.miss.prompts import plain_pot_messages
 from minicache.models.base import GenerationOptions, ModelBackend
 from minicache.models.compute import compute_clock
-from minicache.programs.lifting import lift
-from minicache.programs.numbers import candidate_values
-from minicache.programs.signature import parse_signature
+from minicache.programs.computation import ParameterNaming, computation_of
 from minicache.programs.text import extract_code
 from minicache.request import request_text
-from minicache.sandbox import SandboxPool, SandboxViolation, check_program
+from minicache.sandbox import SandboxPool
 from minicache.store import Example
 
 
@@ -76,86 +74,6 @@ class Consensus:
         )
 
 
-class _Names(ast.NodeTransformer):
-    """Renames a function's parameters and local variables (``names``: old to new; other locals
-    ``v0, v1, ...`` in the order they first appear), and drops annotations."""
-
-    def __init__(self, names: dict[str, str], local: set[str]) -> None:
-        self.names, self.local, self.n = dict(names), local, 0
-
-    def rename(self, name: str) -> str:
-        if name in self.names or name not in self.local:
-            return self.names.get(name, name)
-        self.names[name], self.n = f"v{self.n}", self.n + 1
-        return self.names[name]
-
-    def visit_arg(self, node: ast.arg) -> ast.arg:
-        node.arg, node.annotation = self.rename(node.arg), None
-        return node
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        node.id = self.rename(node.id)
-        return node
-
-
-def _quantities(defaults: dict[str, Any], text: str) -> dict[str, str]:
-    """Each parameter named for the request's number it holds, ``q<i>`` for the i-th number written
-    in ``text`` (``q-`` where its value is not written there). Why not the program's order: a
-    program that swaps two of the request's quantities (``debts / assets``) would otherwise read
-    as the one that does not, and swapped slots are the mistakes that hide."""
-    written = candidate_values(text)
-    used: set[int] = set()
-    names: dict[str, str] = {}
-    for name, value in defaults.items():
-        same = [
-            i
-            for i, w in enumerate(written)
-            if isinstance(value, (int, float)) and math.isclose(value, w, rel_tol=1e-9)
-        ]
-        free = [i for i in same if i not in used]
-        at = free[0] if free else same[0] if same else None
-        if at is not None:
-            used.add(at)
-        names[name] = f"q{at}" if at is not None else f"q-{name}"  # unwritten: its own name
-    return names
-
-
-def computation_key(source: str, text: str) -> str | None:
-    """What a program computes, up to names: its ``solve`` with the request's values lifted into
-    parameters (a program that already has parameters is read as it is), each parameter named for
-    the number of the request it holds (:func:`_quantities`), in that order, local variables renamed
-    by order of appearance, defaults, annotations and comments dropped. None when it is no ``solve``
-    or nothing of ``text`` could be lifted (a constant is no computation)."""
-    try:
-        defaults = parse_signature(source).defaults
-        program = source
-    except ProgramShapeError:
-        lifted = lift(source, text)
-        if lifted is None:
-            return None
-        program, defaults = lifted.program, lifted.defaults
-    try:
-        tree = check_program(program)
-    except SandboxViolation:
-        return None
-    for fn in tree.body:
-        if isinstance(fn, ast.FunctionDef) and fn.name == "solve":
-            args = fn.args
-            local = {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}
-            local |= {
-                n.id
-                for n in ast.walk(fn)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-            }
-            args.defaults, args.kw_defaults = [], [None for _ in args.kwonlyargs]
-            fn.returns = None
-            _Names(_quantities(defaults, text), local).visit(fn)
-            args.args.sort(key=lambda a: a.arg)
-            args.kwonlyargs.sort(key=lambda a: a.arg)
-            return ast.unparse(tree)
-    return None
-
-
 def draw_samples(
     target: ModelBackend,
     sandbox: SandboxPool,
@@ -185,7 +103,9 @@ def draw_samples(
             except ProgramError:
                 samples.append(sample)
                 continue
-            sample.key = computation_key(sample.code, request_text(ex.question, ex.context))
+            request = request_text(ex.question, ex.context)
+            found = computation_of(sample.code, ParameterNaming.BY_REQUEST_NUMBER, request=request)
+            sample.key = None if found is None else found.shape
             samples.append(sample)
     return samples, tokens
 

@@ -3,10 +3,11 @@
 Routing splits one computation into several groups wherever its requests are worded differently
 (different stories around one equation, docs/routing.md): each group then pays its own cold start,
 its own build and its own probation. Once two groups of a tenant each have a validated entry, their
-programs say whether they compute the same thing: :func:`computation_of` reads a program as its
-shape with every parameter and local name replaced by its order of first use, so two programs are
-one computation when they are the same up to the names they chose. Then the newer group is merged
-into the older one (:meth:`GroupMerger.merge`):
+programs say whether they compute the same thing (:mod:`minicache.programs.computation`, ``BY_USE``):
+a program is read as its shape with every parameter and local name replaced by its order of first
+use, since two stories give their numbers in different orders and only their use pairs the
+parameters; two programs are one computation when they are the same up to the names they chose.
+Then the newer group is merged into the older one (:meth:`GroupMerger.merge`):
 
 1. its examples are copied into the surviving group (routing finds its wording there: this process's
    index at once, other replicas' at their next refresh, as any new example);
@@ -28,14 +29,13 @@ successful build (it listens for the build's event), and records a ``merge`` eve
 
 from __future__ import annotations
 
-import ast
 import copy
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from minicache.build.builder import Builder
@@ -44,9 +44,9 @@ from minicache.hit.align import same_value
 from minicache.hit.profile import check_exemplar
 from minicache.hit.rules import apply_rule
 from minicache.models.compute import current_tenant
+from minicache.programs.computation import ParameterNaming, computation_of
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
-from minicache.sandbox import SandboxViolation, parse_source
 from minicache.store.base import Entry, Example, new_id
 
 log = logging.getLogger(__name__)
@@ -58,89 +58,11 @@ LEASE_WAIT_S = 0.05
 Pair = tuple[str, dict[str, Any]]  # (request text after the shared prefix, values by parameter)
 
 
-@dataclass(frozen=True)
-class Computation:
-    """A program up to its names: ``shape`` is the program with parameters and local names written
-    ``v0, v1, ...`` in order of first use (defaults, comments and docstring dropped); ``roles`` are
-    the program's own parameter names in that order, so two programs of one shape map their
-    parameters to each other by position in ``roles``."""
-
-    shape: str
-    roles: tuple[str, ...]
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, names: dict[str, str]) -> None:
-        self.names = names
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = self.names.get(node.id, node.id)
-        return node
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        node.arg = self.names.get(node.arg, node.arg)
-        node.annotation = None
-        return node
-
-
-def computation_of(program: str) -> Computation | None:
-    """``program``'s :class:`Computation`, or None where it has no plain ``solve`` of keyword
-    parameters, or a parameter the body never uses (its role could not be told from its use)."""
-    try:
-        tree = parse_source(program)
-    except (SyntaxError, SandboxViolation, ValueError):
-        return None
-    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "solve"]
-    if len(fns) != 1:
-        return None
-    fn = fns[0]
-    a = fn.args
-    if a.vararg or a.kwarg or a.posonlyargs or fn.decorator_list:
-        return None
-    params = [p.arg for p in a.args + a.kwonlyargs]
-    body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]  # a docstring says nothing about the computation
-    bound = set(params) | {
-        n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    }
-    bound |= {n.arg for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.arg)}
-    order: list[str] = []
-    for stmt in body:
-        for node in ast.walk(stmt):
-            name = (
-                node.id
-                if isinstance(node, ast.Name)
-                else node.arg
-                if isinstance(node, ast.arg)
-                else None
-            )
-            if name in bound and name not in order:
-                order.append(name)
-    if any(p not in order for p in params):
-        return None
-    names = {name: f"v{i}" for i, name in enumerate(order)}
-    renamed = _Rename(names)
-    canonical = copy.deepcopy(fn)
-    canonical.decorator_list, canonical.returns = [], None
-    canonical.args = ast.arguments(
-        posonlyargs=[],
-        args=[ast.arg(names[p]) for p in sorted(params, key=order.index)],
-        kwonlyargs=[],
-        kw_defaults=[],
-        defaults=[],
-    )
-    canonical.body = [renamed.visit(stmt) for stmt in copy.deepcopy(body)]
-    rest = [n for n in tree.body if n is not fn]
-    module = ast.Module(body=[*rest, canonical], type_ignores=[])
-    shape = ast.unparse(ast.fix_missing_locations(module))
-    return Computation(shape, tuple(sorted(params, key=order.index)))
-
-
 def role_map(merged: Entry, survivor: Entry) -> dict[str, str] | None:
     """The merged entry's parameter names mapped to the survivor's, where the two programs are one
     computation and each parameter keeps its type; else None."""
-    ours, theirs = computation_of(survivor.program), computation_of(merged.program)
+    ours = computation_of(survivor.program, ParameterNaming.BY_USE)
+    theirs = computation_of(merged.program, ParameterNaming.BY_USE)
     if ours is None or theirs is None or ours.shape != theirs.shape:
         return None
     names = dict(zip(theirs.roles, ours.roles, strict=True))

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from fakes import Domain, FakeSmall, HashEmbedder, first_build_request, numbers_in, request_of
-from minicache.build.merge import computation_of
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.models import FakeBackend, GenerationOptions, Message
+from minicache.programs.computation import computation_of
 from minicache.store import SQLiteStore
 
 COOKIES = Domain(
