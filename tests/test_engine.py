@@ -758,6 +758,7 @@ def test_wrong_extractions_fail_the_build_and_make_the_group_uncacheable(make):
     assert rig.store.get_group("default", group_id).status == "open"
     assert rig.mc.events[-1] == {
         "event": "build",
+        "tenant": "default",
         "group": group_id,
         "ok": False,
         "attempts": rig.mc.events[-1]["attempts"],

@@ -324,7 +324,13 @@ class Builder:
             )
         self.store.bump(run.tenant, "builds_failed")
         self.events.append(
-            {"event": "build", "group": run.group_id, "ok": False, "attempts": len(run.attempts)}
+            {
+                "event": "build",
+                "tenant": run.tenant,
+                "group": run.group_id,
+                "ok": False,
+                "attempts": len(run.attempts),
+            }
         )
 
     def _declined(self, run: BuildRun) -> NotYet:
@@ -365,6 +371,7 @@ class Builder:
         self.events.append(
             {
                 "event": "build",
+                "tenant": run.tenant,
                 "group": run.group_id,
                 "entry": entry.id,
                 "ok": True,

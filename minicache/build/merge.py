@@ -43,7 +43,6 @@ from minicache.events import Event
 from minicache.hit.align import same_value
 from minicache.hit.profile import check_exemplar
 from minicache.hit.rules import apply_rule
-from minicache.models.compute import current_tenant
 from minicache.programs.computation import ParameterNaming, computation_of
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
@@ -156,15 +155,11 @@ class GroupMerger:
             self.events.listen(self._on_event)
 
     def _on_event(self, event: Event) -> None:
-        """A successful build's event: merge its group on the build worker. The build event names
-        no tenant; the build runs as its tenant's work (``working_for``), which says it."""
-        if event.get("event") != "build" or not event.get("ok") or not event.get("group"):
+        """A successful build's event (it names its tenant and group): merge its group on the
+        build worker."""
+        if event.get("event") != "build" or not event.get("ok"):
             return
-        tenant = event.get("tenant") or current_tenant()
-        if tenant is None:
-            log.warning("merge: no tenant for the build of group %s", event["group"])
-            return
-        future = self.submit(self.after_build, tenant, str(event["group"]))
+        future = self.submit(self.after_build, str(event["tenant"]), str(event["group"]))
         with self._lock:
             self._futures = [f for f in self._futures if not f.done()] + [future]
 

@@ -187,6 +187,18 @@ def test_two_stories_of_one_subtraction_merge_and_the_newer_storys_requests_hit_
     assert (again.route, again.group) == ("hit", cookies)
 
 
+def test_a_build_event_names_its_tenant_and_the_merge_it_prompts_runs_in_that_tenant(make):
+    engine, _ = make(merge_groups=True)
+    groups = []
+    for story in (COOKIES, MARBLES):
+        groups.append({engine.solve(story.ask(*v), tenant="acme").group for v in VALUES[:3]}.pop())
+        engine.wait_for_builds()
+    builds = [e for e in engine.events if e["event"] == "build" and e["ok"]]
+    assert [(e["tenant"], e["group"]) for e in builds] == [("acme", g) for g in groups]
+    assert [g.id for g in engine.store.list_groups("acme")] == [groups[0]]
+    assert [e["merged"] for e in merges(engine)] == [groups[1]]
+
+
 def test_different_computations_do_not_merge(make):
     engine, _ = make(merge_groups=True)
     cookies = build(engine, COOKIES)
