@@ -57,8 +57,8 @@ class VerifyConfig:
     # On: replayed on Formula's rule/align refusals and model-chosen hits it made more hits and no new
     # wrong one (docs/hits.md, section 2).
     pin_readings: bool = True
-    # A rule's or an alignment's reading is served only where the other does not contradict it and
-    # slots of one kind are told apart by an independent reader or the group's record of their sizes
+    # A rule's or an alignment's reading is served only where its slots of one kind are told apart by
+    # the other zero-model reader, the words around the numbers or the group's record of their sizes
     # (minicache.hit.independence). Off: such a reading is served on its own.
     corroborate_zero_model: bool = True
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path

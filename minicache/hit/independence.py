@@ -4,21 +4,22 @@ A learned rule is learned from two or three examples and an alignment from one; 
 were not learned from, both can carry the wrong reading, and the likeliest wrong reading is a swap:
 two slots that take numbers of the same kind (two money amounts, two rates) given each other's
 number. Nothing in the reading itself can see that, so a rule's or an alignment's reading
-(:meth:`minicache.hit.verify.HitVerifier.extract`) is served only where:
-
-* **the other zero-model reader does not contradict it.** A rule reading that an aligned slot reads
-  otherwise, or an alignment that a rule reads otherwise, is refused as ``rule``, with both readings,
-  so that the refusal review drops the rule the miss path shows wrong
-  (:mod:`minicache.hit.refusals`);
-* **every set of slots that could be swapped is told apart.** Two slots *collide* when their numbers
-  are of the same kind (:func:`minicache.hit.cues.number_kind`) and the group's record does not set
-  them apart by size (:func:`apart_by_size`). For each set of colliding slots, either the other
-  reader reads every one of them the same, or the words around the numbers (the cue reader: each
-  variable's name, acronym, description, exemplar and learned cue words,
-  :func:`minicache.hit.corroboration.variable_cues`) fit the reading's order strictly better than
-  every other order of those numbers. Where another order fits better the readers disagree; where
-  none fits better nothing in the request's words tells the slots apart. Both refuse the hit as
-  ``uncorroborated``, and the review learns from the miss answer (:mod:`minicache.hit.refusals`).
+(:meth:`minicache.hit.verify.HitVerifier.extract`) is served only where every set of slots that could
+be swapped is told apart. Two slots *collide* when their numbers
+are of the same kind (:func:`minicache.hit.cues.number_kind`) and the group's record does not set
+them apart by size (:func:`apart_by_size`). Each set of colliding slots is told apart when the
+other zero-model reader (aligned slots for a rule reading, rule readings for an alignment) reads
+every one of them the same, or when the words around the numbers (the cue reader: each variable's
+name, acronym, description, exemplar and learned cue words,
+:func:`minicache.hit.corroboration.variable_cues`) fit the reading's order strictly better than every
+other order of those numbers. Otherwise the hit is refused: as ``rule``, with both readings, where
+the other reader reads one of the slots otherwise (the refusal review drops the rule the miss answer
+shows wrong); else as ``uncorroborated``, where another order fits the words better or none fits
+better (nothing in the request's words tells the slots apart). The review learns from the miss
+answer (:mod:`minicache.hit.refusals`). A partial reader's contradiction that the words settle for
+the reading is outvoted: replayed on a Formula run's zero-model hits, partial rules (a keyword rule
+that took "earnings per share" for the dividend per share) contradicted 35 right readings, which the
+words confirmed, and the check refused every reading with two same-kind slots swapped.
 
 A slot of a kind no other slot takes, one whose value is written at several places (or none, which
 the profile checks refuse), and slots whose values are equal (a swap changes nothing) collide with
@@ -61,17 +62,6 @@ def corroborate_reading(
     if exemplars and all("table" in ex for ex in exemplars):
         return
     key = "rule" if method == Method.RULE else "align"
-    for name, said in other.items():
-        if name in values and said is not None and not same_value(said, values[name]):
-            mine, theirs = dict(values), {**values, **other}
-            raise HitRefused(
-                Check.RULE,
-                f"the {key} reads {name}={values[name]}, "
-                f"the {'alignment' if key == 'rule' else 'rule'} reads {said}",
-                readings={"rule": mine, "align": theirs}
-                if key == "rule"
-                else {"rule": theirs, "align": mine},
-            )
     numeric = [
         v.name
         for v in entry.template
@@ -87,7 +77,31 @@ def corroborate_reading(
     for group in _collisions(at, values, record):
         if all(n in other and same_value(other[n], values[n]) for n in group):
             continue
-        _told_apart(entry, key, group, at, values, text, pos, profile)
+        try:
+            _told_apart(entry, key, group, at, values, text, pos, profile)
+        except HitRefused:
+            _not_contradicted(key, group, values, other)
+            raise
+
+
+def _not_contradicted(
+    key: str, group: list[str], values: dict[str, Any], other: dict[str, Any]
+) -> None:
+    """Refuse where the other zero-model reader reads a colliding slot otherwise, with both readings
+    (the refusal review drops the rule the miss answer shows wrong). Called only where the words did
+    not tell the slots apart: where they did, a partial reader's contradiction is outvoted."""
+    for name in group:
+        said = other.get(name)
+        if said is not None and not same_value(said, values[name]):
+            mine, theirs = dict(values), {**values, **other}
+            raise HitRefused(
+                Check.RULE,
+                f"the {key} reads {name}={values[name]}, "
+                f"the {'alignment' if key == 'rule' else 'rule'} reads {said}",
+                readings={"rule": mine, "align": theirs}
+                if key == "rule"
+                else {"rule": theirs, "align": mine},
+            )
 
 
 def _collisions(

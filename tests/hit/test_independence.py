@@ -21,8 +21,8 @@ from fakes import (
 )
 from minicache.config.engine import EngineConfig, VerifyConfig
 from minicache.engine import MiniCache
-from minicache.hit.extraction import Extractor
-from minicache.hit.independence import apart_by_size
+from minicache.hit.extraction import Extractor, Method
+from minicache.hit.independence import apart_by_size, corroborate_reading
 from minicache.hit.profile import learn_profile
 from minicache.hit.refusals import revise
 from minicache.hit.verify import HitRefused, HitVerifier
@@ -162,15 +162,23 @@ def test_a_rule_reading_the_alignment_reads_the_same_is_served():
     }
 
 
-def test_an_alignment_a_rule_contradicts_is_refused_with_both_readings():
+def test_a_rule_contradicting_an_alignment_the_words_confirm_does_not_refuse_it():
+    # A partial rule that reads the liabilities' number as the assets: the words side with the
+    # alignment, two readers against one.
     reads_liabilities = {"current_assets": {"kind": "anchor", "words": ["liabilities", "are"]}}
-    e = cr_entry(reads_liabilities, exemplars=True)
+    got = verifier().extract(cr_entry(reads_liabilities, exemplars=True), ASSETS_FIRST)
+    assert got.method == "align"
+    assert got.variables == {"current_assets": 64000, "current_liabilities": 16000}
+
+
+def test_a_contradiction_the_words_cannot_settle_is_refused_with_both_readings():
+    read = {"current_assets": 64000, "current_liabilities": 16000}
     with pytest.raises(HitRefused) as refused:
-        verifier().extract(e, CURRENT_RATIO.ask(64000, 16000))
+        corroborate_reading(cr_entry(), Method.RULE, read, NO_WORDS, {"current_assets": 16000})
     assert refused.value.check == "rule"
     assert refused.value.readings == {
-        "rule": {"current_assets": 16000, "current_liabilities": 16000},
-        "align": {"current_assets": 64000, "current_liabilities": 16000},
+        "rule": read,
+        "align": {"current_assets": 16000, "current_liabilities": 16000},
     }
 
 
