@@ -22,9 +22,9 @@ with history without bound (about 150 MB per request at 100,000 examples). Inste
   rows of the groups in a few coarse buckets (:mod:`minicache.route.partition`), sub-linear in the
   number of groups; below it, search stays exact.
 
-What the index does not see: examples another replica *deletes* (an invalidated group). A request
-routed to such a group records a new example under the group's old id and starts it afresh, which
-is what a new group would do too. Invalidations in this process drop the group here at once.
+What the index does not see: examples another replica *deletes* (a merged or deleted group). The
+router asks the store whether a group it would join still exists, and drops it here if not
+(:class:`minicache.route.router.Router`); deletions in this process drop the group here at once.
 """
 
 from __future__ import annotations

@@ -19,6 +19,13 @@ embedding is compared word by word with the examples of its nearest groups (and 
 a group whose example differs from it only in consistently substituted names, items or units
 (:mod:`minicache.route.slots`) takes it instead of a new group. This only ever joins a request that
 would otherwise start a group; a decision the embedding makes is never changed.
+
+A group another replica deleted (merged into another, or deleted on the dashboard) keeps its rows in
+this process's index, which reads only what is added. So before a request joins a group of the
+index, the store is asked whether it still has it, at most once a refresh interval per group; a
+group it no longer has is forgotten here and the search goes on without it. Why not route there
+and let the miss recreate it: a merged group would come back under its old id, and the wording it
+took to the surviving group would keep coming back to it.
 """
 
 from __future__ import annotations
@@ -158,6 +165,8 @@ class Router:
         self._lock = threading.Lock()
         self.word_slots = word_slots
         self.group_words = GroupWords(self._stored_skeletons)
+        # (tenant, group) -> when the store last said it has the group (index clock)
+        self._listed_at: dict[tuple[str, str], float] = {}
 
     def _stored_skeletons(self, tenant: str, group_id: str) -> list[str]:
         return [skeleton(x.question) for x in self.store.examples(tenant, group_id)]
@@ -182,6 +191,31 @@ class Router:
         """The group's examples were cleared: stop routing to it from this process."""
         self.index.drop_group(tenant, group_id)
         self.group_words.drop(tenant, group_id)
+        with self._lock:
+            self._listed_at.pop((tenant, group_id), None)
+
+    def _listed(self, tenant: str, group_id: str) -> bool:
+        """Whether the store still has the group, asked at most once a refresh interval per group;
+        a group it no longer has (another replica deleted it) is forgotten here."""
+        now, key = self.index.clock(), (tenant, group_id)
+        with self._lock:
+            at = self._listed_at.get(key)
+        if at is not None and now - at < self.index.refresh_s:
+            return True
+        if self.store.get_group(tenant, group_id) is None:
+            self.forget_group(tenant, group_id)
+            return False
+        with self._lock:
+            self._listed_at[key] = now
+        return True
+
+    def _nearest_listed(self, tenant: str, vector: np.ndarray) -> tuple[str | None, float]:
+        """The index's nearest group and its similarity, passing over (and forgetting) groups
+        within the threshold that the store no longer has."""
+        while True:
+            best_id, nearest = self.index.nearest(tenant, vector)
+            if best_id is None or nearest < self.threshold or self._listed(tenant, best_id):
+                return best_id, nearest
 
     def forget_pending(self, tenant: str, question: str) -> None:
         with self._lock:
@@ -202,7 +236,7 @@ class Router:
             return RouteDecision(
                 gid, self.store.get_group(tenant, gid) is None, 1.0, vector, explicit=True
             )
-        best_id, nearest = self.index.nearest(tenant, vector)
+        best_id, nearest = self._nearest_listed(tenant, vector)
         seq = words(skeleton(question)) if self.word_slots else ()
         slotted = None
         if seq and nearest < self.threshold:  # outside the lock: it may read the store
@@ -234,7 +268,8 @@ class Router:
     def _slot_group(self, tenant: str, seq: tuple[str, ...], candidates: list[str]) -> str | None:
         """The first of ``candidates`` with an example that ``seq`` aligns with, slots aside."""
         for gid in candidates:
-            if any(slot_aligned(seq, kept) for kept in self.group_words.get(tenant, gid)):
+            kept = self.group_words.get(tenant, gid)
+            if any(slot_aligned(seq, k) for k in kept) and self._listed(tenant, gid):
                 return gid
         return None
 
