@@ -79,6 +79,8 @@ def tenant_stats(
         "step_patch": counters.get("step_patch", 0),
         "step_skip": counters.get("step_skip", 0),
         "target_tokens": counters.get("target_tokens", 0),
+        # the share of target_tokens that builds spent (self-consistency samples, generalizations)
+        "build_target_tokens": counters.get("build_target_tokens", 0),
         "small_tokens": counters.get("small_tokens", 0),
         "groups": len(groups),
         "uncacheable_groups": sum(g.status == "uncacheable" for g in groups),

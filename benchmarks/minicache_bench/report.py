@@ -1,5 +1,4 @@
-"""report.md and the plots, written from results.json and requests.jsonl alone
-(``python -m minicache_bench.regenerate DIR`` writes them again for a results folder)."""
+"""report.md and the plots, from results.json and requests.jsonl alone (``regenerate DIR``)."""
 
 from __future__ import annotations
 
@@ -261,7 +260,8 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
             "",
             f"Hit checks (minicache engine): {stats.get('hit_refusals', 0)} hits refused and served as "
             f"misses; {stats['audits']} audits, {stats.get('audits_disagreed', 0)} of them disagreeing; "
-            f"{stats.get('entries_demoted', 0)} entries demoted at the end.",
+            f"{stats.get('entries_demoted', 0)} entries demoted at the end. Builds spent "
+            f"{stats.get('build_target_tokens', 0):,} target tokens.",
         ]
     purity = methods.get("minicache", {}).get("routing")
     if purity:

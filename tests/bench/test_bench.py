@@ -287,6 +287,8 @@ def test_benchmark_writes_the_contract_and_resumes_without_recomputing(tmp_path)
         and "| exact | 12 | 100.0% | 100.0% | +0.0 pts" in report
     )
     assert "minicache builds: inline" in report
+    build_tokens = methods["minicache"]["engine_stats"]["build_target_tokens"]
+    assert f"Builds spent {build_tokens:,} target tokens." in report
     assert f"({routing['groups_per_label']:.2f} groups per computation)" in report
     for png in ("latency_cdf.png", "cold_start.png", "throughput.png", "accuracy_latency.png"):
         assert (out / png).stat().st_size > 1000
