@@ -157,6 +157,7 @@ class MiniCache:
         mode: str = "auto",
         passthrough: bool = False,
         on_text: Callable[[str], None] | None = None,
+        on_route: Callable[[str, Route], None] | None = None,
     ) -> SolveResult:
         """Answer one request. ``no_cache`` skips the lookup, ``no_store`` records nothing,
         ``force_refresh`` recomputes with the target (and records the result).
@@ -166,7 +167,9 @@ class MiniCache:
         it recognises (a linear equation to solve in steps, a JSON object with typed keys), else programs.
 
         ``passthrough``: what programs cannot serve (an uncacheable group, a failing program) is a
-        ``passthrough`` result, uncounted, for the caller to forward; ``on_text`` sees a miss's text."""
+        ``passthrough`` result, uncounted, for the caller to forward; ``on_text`` sees a miss's text.
+        ``on_route(group, route)`` is told a miss's group and route (``miss``, or ``fallback`` after a
+        refused hit) before its target call, so a stream can name them before its first token."""
         began, waited = time.perf_counter(), thread_waited_s()
         question, context, mode = validate_request(
             question,
@@ -199,6 +202,7 @@ class MiniCache:
                         force_refresh=force_refresh,
                         passthrough=passthrough,
                         on_text=on_text,
+                        on_route=on_route,
                     )
         except BaseException:
             if not no_store:
@@ -230,6 +234,7 @@ class MiniCache:
         force_refresh: bool,
         passthrough: bool = False,
         on_text: Callable[[str], None] | None = None,
+        on_route: Callable[[str, Route], None] | None = None,
     ) -> SolveResult:
         """Route, then hit if the group has an entry and it works, else miss (a fallback if a hit
         failed); a recorded miss may start the group's build."""
@@ -262,6 +267,8 @@ class MiniCache:
                     # a full pool is not the entry's fault
                     if not no_store and getattr(exc, "kind", "") != "busy":
                         self.hits.count_failure(tenant, entry, question, fallback_reason)
+        if on_route is not None:
+            on_route(decision.group_id, Route.FALLBACK if fallback_reason else Route.MISS)
         try:
             result = self.miss.solve(
                 decision.group_id,

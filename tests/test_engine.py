@@ -208,6 +208,22 @@ def test_by_default_a_miss_is_one_target_call_like_pot_even_when_its_program_fai
     assert rig.store.list_groups("default") == []  # nothing recorded from a failed program
 
 
+def test_on_route_tells_a_misss_group_and_route_once_before_the_target_writes_its_program(make):
+    rig = make()
+    told: list[tuple[str, str, int]] = []
+
+    def on_route(group: str, route: str) -> None:
+        told.append((group, route, rig.target.miss_calls))  # the target's calls so far
+
+    misses = [ask(rig, CURRENT_RATIO, values, on_route=on_route) for values in CR_VALUES[:3]]
+    assert told == [(r.group, "miss", n) for n, r in enumerate(misses)]
+    told.clear()
+    assert ask(rig, CURRENT_RATIO, CR_VALUES[3], on_route=on_route).route == "hit"
+    assert told == []  # a hit is answered whole: nothing to tell before it
+    refused = rig.mc.solve(CURRENT_RATIO.ask(64, 16), on_route=on_route)  # outside the seen range
+    assert refused.route == "fallback" and told == [(refused.group, "fallback", 3)]
+
+
 def test_a_miss_that_fails_after_a_refused_hit_says_why_the_hit_was_refused(make):
     rig = make()
     for values in CR_VALUES[:3]:
