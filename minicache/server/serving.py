@@ -85,6 +85,7 @@ class ServerState:
         *,
         passthrough: bool = False,
         on_text: Callable[[str], None] | None = None,
+        on_route: Callable[[str, Route], None] | None = None,
     ) -> SolveResult:
         """One engine call; its failures as OpenAI-style errors (400, 502, 503), counted in the
         metrics. With ``passthrough`` a request the engine leaves to the target is a result with
@@ -98,6 +99,7 @@ class ServerState:
                 tenant=tenant,
                 passthrough=passthrough,
                 on_text=on_text,
+                on_route=on_route,
                 **controls.engine_kwargs(),
             )
             if result.route != Route.PASSTHROUGH:
