@@ -4,7 +4,8 @@ generated, a pass-through the target's chunks as they arrive.
 The engine and the backends block, so they run in a worker thread and hand what they produce to
 the event loop through a queue (:class:`Feed`); the response's generator sends each item as it
 comes. The status line is sent only once the first item (or the whole answer, or an error) is
-there, so an invalid request is still a 400 and not a broken stream.
+there, so an invalid request is still a 400 and not a broken stream. A miss's first item is where
+the engine routed it (:class:`Routed`), so that its headers can name its group.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from minicache.answers import SolveResult
+from minicache.answers import Route, SolveResult
 from minicache.server.openai_format import DONE, Chunks, sse
 
 T = TypeVar("T")
@@ -26,6 +27,15 @@ class Done(Generic[R]):
     """The work's result, after its last item."""
 
     value: R
+
+
+@dataclass(frozen=True)
+class Routed:
+    """Where the engine sent a miss, told before the target writes its program
+    (``MiniCache.solve(on_route=...)``): its group, and ``miss`` or ``fallback`` (a hit refused)."""
+
+    group: str
+    route: Route
 
 
 class Feed(Generic[T, R]):
@@ -65,10 +75,21 @@ class Feed(Generic[T, R]):
 
 
 ForwardChunks = Callable[[Chunks | None], AsyncIterator[str]]
+SolveFeed = Feed[str | Routed, SolveResult]
+
+
+async def first_of_solve(feed: SolveFeed) -> tuple[Routed | None, str | Done[SolveResult]]:
+    """Where a miss was routed (None for what the engine answers whole: a hit, StepCache) and the
+    first token or the whole answer; raises what the engine raised before either."""
+    first = await feed.next()
+    routed = first if isinstance(first, Routed) else None
+    while isinstance(first, Routed):
+        first = await feed.next()
+    return routed, first
 
 
 async def streamed_answer(
-    feed: Feed[str, SolveResult],
+    feed: SolveFeed,
     first: str,
     chunks: Chunks,
     on_passthrough: Callable[[SolveResult], ForwardChunks],
@@ -79,9 +100,10 @@ async def streamed_answer(
     on with the target's own chunks (``on_passthrough`` gives them); a failure, once the stream has
     begun, is an ``error`` event (what the openai client raises as an APIError)."""
     yield chunks.head()
-    item: str | Done[SolveResult] = first
+    item: str | Routed | Done[SolveResult] = first
     while not isinstance(item, Done):
-        yield chunks.chunk({"content": item})
+        if isinstance(item, str):
+            yield chunks.chunk({"content": item})
         try:
             item = await feed.next()
         except Exception as exc:  # noqa: BLE001 - a status line is sent already: an error event

@@ -20,10 +20,12 @@ from fakes import (
     GREETING,
     TOOLS,
     WEATHER_CALL,
+    FakeOpenAIServer,
     FakeSmall,
     FakeTarget,
     HashEmbedder,
 )
+from minicache import OpenAIBackend
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.models.fake import pieces
@@ -274,6 +276,51 @@ def test_a_streamed_miss_and_hit_carry_the_route_headers_known_when_they_start(s
     assert mc.stats()["hits"] == 1
 
 
+def test_a_streamed_miss_names_its_group_in_its_headers_before_its_program_runs(serve):
+    url, _, target = serve(GatedTarget())
+    raw = client(url).chat.completions.with_raw_response.create(
+        model="m", messages=ask(CURRENT_RATIO.ask(*CR_VALUES[0])), stream=True
+    )
+    assert not target.release.is_set()  # the headers came while the target still held its program
+    group = raw.headers["x-minicache-group"]
+    target.release.set()
+    last = list(raw.parse())[-1]
+    assert raw.headers["x-minicache-route"] == "miss"
+    assert last.model_extra["minicache"]["route"] == "miss"
+    assert group == last.model_extra["minicache"]["group"]
+    assert "x-minicache-entry" not in raw.headers
+
+
+def test_a_streamed_fallback_says_fallback_and_its_group_in_its_headers(serve):
+    url, mc, _ = serve()
+    for values in CR_VALUES[:3]:  # three misses build the group's entry
+        client(url).chat.completions.create(model="m", messages=ask(CURRENT_RATIO.ask(*values)))
+    # assets were 9,000 to 120,000: a hit on 64 is refused, and the target answers it
+    raw = client(url).chat.completions.with_raw_response.create(
+        model="m", messages=ask(CURRENT_RATIO.ask(64, 16)), stream=True
+    )
+    last = list(raw.parse())[-1]
+    assert raw.headers["x-minicache-route"] == "fallback"
+    info = last.model_extra["minicache"]
+    assert info["route"] == "fallback" and info["fallback_reason"].startswith("HitRefused")
+    assert raw.headers["x-minicache-group"] == info["group"]
+    assert mc.stats()["fallbacks"] == 1
+
+
+def test_a_streamed_miss_whose_program_fails_ends_as_a_pass_through_in_its_last_chunk(serve):
+    url, mc, target = serve(FakeTarget(mode="broken"))
+    raw = client(url).chat.completions.with_raw_response.create(
+        model="m", messages=ask(CURRENT_RATIO.ask(*CR_VALUES[0])), stream=True
+    )
+    chunks = list(raw.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.endswith(GREETING)  # the target's own answer followed its failed program
+    info = chunks[-1].model_extra["minicache"]
+    assert raw.headers["x-minicache-route"] == "miss"  # what was known when the stream began
+    assert info["route"] == "passthrough" and raw.headers["x-minicache-group"] == info["group"]
+    assert len(target.forwarded) == 1 and mc.stats()["errors"] == 0
+
+
 def test_a_streamed_pass_through_carries_the_route_headers(serve):
     url, mc, target = serve()
     raw = client(url).chat.completions.with_raw_response.create(
@@ -324,4 +371,28 @@ def test_a_streamed_text_completion_is_the_targets_tokens_as_they_are_generated(
     finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert len(finals) == 1 and finals[0].model_extra["minicache"]["route"] == "passthrough"
     assert target.forwarded[0]["stream"] is True and target.forwarded[0]["model"] == "fake-target"
+    assert mc.stats()["passthroughs"] == 1 and mc.stats()["errors"] == 0
+
+
+@pytest.mark.allow_model_requests
+def test_a_streamed_text_completion_through_an_openai_compatible_target_is_its_chunks(serve):
+    with FakeOpenAIServer(gated=True) as upstream:
+        url, mc, _ = serve(OpenAIBackend(upstream.url, "qwen", retries=0))
+        stream = client(url).completions.create(
+            model="m",
+            prompt="Once upon a time",
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = []
+        for chunk in stream:
+            chunks.append(chunk)
+            if chunk.choices and chunk.choices[0].text and not upstream.release.is_set():
+                seen_at = time.perf_counter()
+                upstream.release.set()  # only now does the target send its last word
+    texts = [c.choices[0].text for c in chunks if c.choices and c.choices[0].text]
+    assert len(texts) == len(GREETING.split()) and "".join(texts) == GREETING
+    assert seen_at < upstream.last_sent_at
+    assert chunks[-1].usage.prompt_tokens == 4 and chunks[-1].usage.completion_tokens == 7
+    assert upstream.bodies[0]["stream"] is True and upstream.bodies[0]["model"] == "qwen"
     assert mc.stats()["passthroughs"] == 1 and mc.stats()["errors"] == 0

@@ -47,7 +47,15 @@ from minicache.server.serving import (
     State,
     UserTenant,
 )
-from minicache.server.streaming import Done, Feed, ForwardChunks, streamed_answer
+from minicache.server.streaming import (
+    Done,
+    Feed,
+    ForwardChunks,
+    Routed,
+    SolveFeed,
+    first_of_solve,
+    streamed_answer,
+)
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": what}
@@ -104,12 +112,19 @@ async def streamed_solve(
     """A streamed computation: a hit at once; a miss from the target's first token on, its answer
     after its program ran; what the engine gives up on, the target's own chunks from there."""
     no_store = bool(controls.no_store)
-    feed: Feed[str, SolveResult] = Feed(
+    feed: SolveFeed = Feed(
         lambda emit: server.solve(
-            "chat", tenant, question, context, controls, passthrough=True, on_text=emit
+            "chat",
+            tenant,
+            question,
+            context,
+            controls,
+            passthrough=True,
+            on_text=emit,
+            on_route=lambda group, route: emit(Routed(group, route)),
         )
     )
-    first = await feed.next()
+    routed, first = await first_of_solve(feed)
     if isinstance(first, Done) and first.value.passthrough_reason is not None:
         return await Forwarded(server, tenant, raw, no_store, first.value).response()
     if isinstance(first, Done):
@@ -121,9 +136,11 @@ async def streamed_solve(
     def on_passthrough(result: SolveResult) -> ForwardChunks:
         return Forwarded(server, tenant, raw, no_store, result).continue_into
 
-    # the target is writing the program: a miss (its last chunk says if it ended as a fallback or
-    # a pass-through); the group is the engine's and not known here before the result
-    headers = {**SSE_HEADERS, **route_headers(Route.MISS)}
+    # the target is writing the program: a miss or a fallback, in the group the engine told before
+    # the target began (the last chunk's minicache object says how it ended: a failed program is a
+    # pass-through)
+    told = route_headers(routed.route, routed.group) if routed else route_headers(Route.MISS)
+    headers = {**SSE_HEADERS, **told}
     stream = streamed_answer(feed, first, chunks, on_passthrough, error_event)
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
