@@ -16,10 +16,14 @@ Nothing here loads weights or reaches the network:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -432,3 +436,90 @@ TOOLS = [
         },
     }
 ]
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible target on a loopback port (a real HTTP server, one thread per request):
+    ``POST /v1/completions`` answers ``text`` whole, or streamed one SSE event per word when the
+    body asks, its last word held until :attr:`release` is set (at once unless ``gated``), then the
+    finish and the usage when asked for. Each body it was sent is kept in :attr:`bodies`."""
+
+    def __init__(self, text: str = GREETING, gated: bool = False) -> None:
+        self.words = re.findall(r"\s*\S+\s*", text)
+        self.bodies: list[dict[str, Any]] = []
+        self.release = threading.Event()
+        if not gated:
+            self.release.set()
+        self.last_sent_at = 0.0
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self._http.server_port}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    def _events(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        base = {
+            "id": "cmpl-stub",
+            "object": "text_completion",
+            "created": 0,
+            "model": body["model"],
+        }
+
+        def chunk(text: str, finish: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            return {**base, "choices": [choice]}
+
+        for i, word in enumerate(self.words):
+            if i == len(self.words) - 1:
+                self.release.wait(10)
+                self.last_sent_at = time.perf_counter()
+            yield chunk(word)
+        yield chunk("", "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield {**base, "choices": [], "usage": self.usage(body)}
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        prompt, completion = len(str(body.get("prompt") or "").split()), len(self.words)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def _handler(self) -> Any:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.bodies.append(body)
+                if self.path != "/v1/completions":
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                if not body.get("stream"):
+                    choice = {"index": 0, "text": "".join(stub.words), "finish_reason": "stop"}
+                    whole = {"id": "cmpl-stub", "object": "text_completion", "choices": [choice]}
+                    payload = json.dumps({**whole, "usage": stub.usage(body)}).encode()
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()  # HTTP/1.0: the stream ends when the connection closes
+                for event in stub._events(body):
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        return Handler

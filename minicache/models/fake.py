@@ -18,8 +18,10 @@ from minicache.models.base import Completion, GenerationOptions, Message
 from minicache.models.forwarding import (
     chat_chunks,
     chat_response,
+    completion_chunks,
     completion_response,
     content_text,
+    wants_usage,
 )
 
 Reply = str | dict[str, Any] | Exception
@@ -121,6 +123,12 @@ class FakeBackend:
     def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]:
         text = str(self._forwarded(body).get("content") or "")
         return completion_response(text, self.name, _words(body), len(text.split()))
+
+    def stream_completion(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The forwarded answer's text word by word (:func:`pieces`), then the finish, then the
+        usage if asked for (a word is a token)."""
+        text = str(self._forwarded(body).get("content") or "")
+        yield from completion_chunks(pieces(text), self.name, _words(body), wants_usage(body))
 
     def close(self) -> None:
         pass

@@ -6,6 +6,8 @@ that can speak the OpenAI format natively implement :class:`Forwarding` (one cal
 came, the target's response as it went); :func:`forward_chat` and the others dispatch to it, and
 fall back to :meth:`~minicache.models.base.ModelBackend.complete` for a backend that has only that
 (its text answer wrapped in OpenAI's objects), so any backend can be a pass-through target.
+A backend that also streams text completions implements :class:`CompletionStreaming`; one without
+it answers a streamed ``/v1/completions`` whole (:func:`stream_completion`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,15 @@ class Forwarding(Protocol):
     def stream_chat(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
 
     def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class CompletionStreaming(Protocol):
+    """A backend that streams a ``/v1/completions`` body's ``text_completion`` chunks as it
+    generates them (the counterpart of :meth:`Forwarding.stream_chat`), its usage in a last chunk
+    without choices when the body asks for ``stream_options.include_usage``."""
+
+    def stream_completion(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
 
 
 def target_body(body: dict[str, Any], model: str) -> dict[str, Any]:
@@ -155,6 +166,31 @@ def completion_response(
     }
 
 
+def completion_chunks(
+    pieces: Iterable[str], model: str, prompt_tokens: int, include_usage: bool
+) -> Iterator[dict[str, Any]]:
+    """``text_completion`` chunks for text generated piece by piece: each piece, the finish, then
+    the usage if asked for (completion tokens counted as pieces)."""
+    base = {
+        "id": f"cmpl-{uuid.uuid4().hex[:24]}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(text: str, finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        return {**base, "choices": [choice]}
+
+    n = 0
+    for piece in pieces:
+        n += 1
+        yield chunk(piece)
+    yield chunk("", "stop")
+    if include_usage:
+        yield {**base, "choices": [], "usage": usage(prompt_tokens, n)}
+
+
 def _model_of(backend: Any, out: Completion | None = None) -> str:
     return str(getattr(backend, "model", None) or (out.model if out else "") or backend.name)
 
@@ -190,3 +226,35 @@ def forward_completion(backend: Any, body: dict[str, Any]) -> dict[str, Any]:
     return completion_response(
         out.text, _model_of(backend, out), out.prompt_tokens, out.completion_tokens
     )
+
+
+def stream_completion(backend: Any, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The target's ``text_completion`` chunks for a ``/v1/completions`` body, as they are
+    generated when the backend streams them (blocking: run it in a worker thread). A backend that
+    does not is asked for its whole answer from its own completions (only they answer the prompt
+    as written; a chat call would wrap it in a chat template), without the stream options a
+    target refuses on a request it does not stream, and its text sent as one chunk."""
+    if isinstance(backend, CompletionStreaming):
+        yield from backend.stream_completion(
+            {**target_body(body, _model_of(backend)), "stream": True}
+        )
+        return
+    whole = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    yield from whole_completion_chunks(
+        forward_completion(backend, whole), include_usage=wants_usage(body)
+    )
+
+
+def wants_usage(body: dict[str, Any]) -> bool:
+    """Whether a streamed body asks for a usage chunk (``stream_options.include_usage``)."""
+    return bool((body.get("stream_options") or {}).get("include_usage"))
+
+
+def whole_completion_chunks(data: dict[str, Any], include_usage: bool) -> Iterator[dict[str, Any]]:
+    """A whole ``text_completion`` as a stream: one chunk with its choices (text and finish), then
+    its usage in a chunk without choices if asked for, as OpenAI sends them."""
+    base: dict[str, Any] = {k: data[k] for k in ("id", "created", "model") if k in data}
+    base["object"] = "text_completion"
+    yield {**base, "choices": data.get("choices") or []}
+    if include_usage and data.get("usage"):
+        yield {**base, "choices": [], "usage": data["usage"]}

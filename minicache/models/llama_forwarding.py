@@ -1,6 +1,7 @@
 """Pass-through on the in-process llama.cpp model: the client's OpenAI body handed to llama-cpp-python's
-``create_chat_completion`` (messages, tools, response_format, sampling), and streamed generation
-for a miss that shows its tokens as they come.
+``create_chat_completion`` (messages, tools, response_format, sampling) or ``create_completion`` (a
+``/v1/completions`` prompt, streamed too), and streamed generation for a miss that shows its tokens
+as they come.
 
 What the model is asked is the client's request itself, under the same compute lock as every other
 call, so a forwarded request costs what a direct call to the model costs.
@@ -8,8 +9,8 @@ call, so a forwarded request costs what a direct call to the model costs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple, Protocol
 
 from minicache.errors import BackendError
 from minicache.models.base import check_real_models_allowed
@@ -107,6 +108,98 @@ def forward_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> dict[s
         except ValueError as exc:
             raise BackendError(f"{backend.name}: {exc}") from exc
     return {**out, "model": body.get("model", backend.name)}
+
+
+class SampledTokens:
+    """A stopping criterion that never stops: llama-cpp-python calls it once for each token it
+    samples, with the tokens before that one, so the shortest of them is the prompt as the model
+    read it and their number the tokens sampled (a streamed chunk is not a token: a character
+    split over tokens comes in one chunk)."""
+
+    def __init__(self) -> None:
+        self.lengths: set[int] = set()
+
+    def __call__(self, input_ids: Any, logits: Any) -> bool:
+        self.lengths.add(len(input_ids))  # once more after the last token, with the same length
+        return False
+
+    @property
+    def prompt(self) -> int:
+        return min(self.lengths, default=0)
+
+    @property
+    def sampled(self) -> int:
+        return len(self.lengths)
+
+
+class Piece(NamedTuple):
+    """A piece of a streamed completion: its text, its finish reason on the last piece, the chunk
+    of llama-cpp-python's it came in, and whether a client's stop sequence ended it."""
+
+    text: str
+    finish_reason: str | None
+    chunk: dict[str, Any]
+    at_stop_sequence: bool = False
+
+
+def stream_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """llama-cpp-python's ``text_completion`` chunks as the model makes them, then a usage chunk
+    with the counts a call without streaming reports when the client asked for one (llama-cpp-python
+    sends none). The client's stop sequences are applied here (:func:`cut_at_stops`): a stream that
+    llama-cpp-python cut at one would end as one ended by the end-of-generation token, which is no
+    completion token while the token that holds a stop sequence is one."""
+    check_real_models_allowed(f"{backend.name} (pass-through)")
+    kwargs = {k: body[k] for k in COMPLETION_FIELDS if k != "stop" and body.get(k) is not None}
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else [str(s) for s in stop or () if s]
+    counted = SampledTokens()
+    base: dict[str, Any] = {}
+    completion_tokens = 0
+    with backend._lock:
+        # a generator: the model runs (and a prompt too long for it fails) as it is read
+        stream = backend.llm.create_completion(**kwargs, stream=True, stopping_criteria=counted)
+        try:
+            for piece in cut_at_stops(stream, stops):
+                base = {k: piece.chunk[k] for k in ("id", "object", "created") if k in piece.chunk}
+                base["model"] = body.get("model", backend.name)
+                choice = {"index": 0, "text": piece.text, "logprobs": None}
+                yield {**base, "choices": [{**choice, "finish_reason": piece.finish_reason}]}
+                if piece.finish_reason is not None:
+                    # the end-of-generation token was sampled and is no part of the completion
+                    eog = piece.finish_reason == "stop" and not piece.at_stop_sequence
+                    completion_tokens = counted.sampled - eog
+        except ValueError as exc:  # a prompt longer than the context window
+            raise BackendError(f"{backend.name}: {exc}") from exc
+        finally:
+            stream.close()  # cut at a stop sequence or left by the client: the model is let go here
+    if base and (body.get("stream_options") or {}).get("include_usage"):
+        yield {**base, "choices": [], "usage": usage(counted.prompt, max(0, completion_tokens))}
+
+
+def cut_at_stops(chunks: Iterable[dict[str, Any]], stops: list[str]) -> Iterator[Piece]:
+    """The pieces of a stream generated without stop sequences, as a call with ``stops`` would
+    stream them: text that may begin a stop sequence is held back until the next piece says
+    whether it does, and the stream ends (``stop``) before the first of ``stops`` (in their order)
+    that the text holds, where llama-cpp-python cuts a call without streaming."""
+    held = ""
+    for chunk in chunks:
+        choice = chunk["choices"][0]
+        text = held + str(choice.get("text") or "")
+        found = [text.index(s) for s in stops if s in text]
+        if found:
+            if found[0]:
+                yield Piece(text[: found[0]], None, chunk)
+            yield Piece("", "stop", chunk, at_stop_sequence=True)
+            return
+        if choice.get("finish_reason"):
+            if text:
+                yield Piece(text, None, chunk)
+            yield Piece("", str(choice["finish_reason"]), chunk)
+            return
+        keep = max((i for s in stops for i in range(1, len(s)) if text.endswith(s[:i])), default=0)
+        held = text[len(text) - keep :]
+        if text[: len(text) - keep]:
+            yield Piece(text[: len(text) - keep], None, chunk)
 
 
 def streamed(

@@ -329,6 +329,9 @@ class LlamaCppBackend:
     def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]:
         return llama_forwarding.forward_completion(self, body)
 
+    def stream_completion(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        return llama_forwarding.stream_completion(self, body)
+
     @contextmanager
     def _stepping_aside_for_requests(self) -> Iterator[None]:
         """On a background thread (a build, an audit), let waiting requests go first between forward

@@ -227,6 +227,11 @@ class OpenAIBackend:
     def forward_completion(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._post("/completions", {**body, "stream": False})
 
+    # -- minicache.models.forwarding.CompletionStreaming: the target's text_completion chunks -----
+    def stream_completion(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        check_real_models_allowed(f"OpenAIBackend({self.base_url})")
+        yield from self._events(f"{self.base_url}/completions", {**body, "stream": True})
+
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         check_real_models_allowed(f"OpenAIBackend({self.base_url})")
         url = self.base_url + path

@@ -21,6 +21,7 @@ from fakes import (
 )
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.models.fake import pieces
 from minicache.server import ServerConfig, create_app
 from minicache.store import SQLiteStore
 
@@ -223,8 +224,12 @@ def test_text_completions_are_forwarded(make):
     assert target.forwarded[0]["prompt"] == "Once upon a time"
 
 
-def test_a_streamed_text_completion_from_a_target_that_cannot_stream_one_is_its_whole_answer(make):
-    client, mc, target = make()  # the fake has forward_completion, no stream_completion
+def test_a_streamed_text_completion_from_a_target_that_cannot_stream_one_is_its_whole_answer(
+    make, monkeypatch
+):
+    # a target that forwards a completion and cannot stream one: a protocol's method set to None
+    monkeypatch.setattr(FakeTarget, "stream_completion", None)
+    client, mc, target = make()
     body = {"prompt": "Once upon a time", "stream": True, "stream_options": {"include_usage": True}}
     r = client.post("/v1/completions", json={"model": "m", **body})
     assert r.status_code == 200 and r.headers["X-MiniCache-Route"] == "passthrough"
@@ -240,6 +245,22 @@ def test_a_streamed_text_completion_from_a_target_that_cannot_stream_one_is_its_
     assert len(events) == 3
     # asked for its whole answer: no stream options a target refuses on a request it does not stream
     assert "stream" not in target.forwarded[0] and "stream_options" not in target.forwarded[0]
+    assert counters(mc)["passthroughs"] == 1 and counters(mc)["errors"] == 0
+
+
+def test_a_streamed_text_completion_is_the_targets_chunks_word_by_word(make):
+    client, mc, target = make()
+    body = {"prompt": "Once upon a time", "stream": True, "stream_options": {"include_usage": True}}
+    r = client.post("/v1/completions", json={"model": "m", **body})
+    assert r.status_code == 200 and r.headers["X-MiniCache-Route"] == "passthrough"
+    events = sse(r.text)
+    assert events[-1] == "[DONE]"
+    texts = [e["choices"][0]["text"] for e in events[:-1] if e["choices"]]
+    assert texts == [*pieces(GREETING), ""] and "".join(texts) == GREETING  # then the finish
+    assert events[-2]["usage"] == {"prompt_tokens": 4, "completion_tokens": 7, "total_tokens": 11}
+    finals = [e for e in events[:-1] if e["choices"] and e["choices"][0]["finish_reason"]]
+    assert len(finals) == 1 and finals[0]["minicache"]["route"] == "passthrough"
+    assert target.forwarded[0]["stream"] is True
     assert counters(mc)["passthroughs"] == 1 and counters(mc)["errors"] == 0
 
 
