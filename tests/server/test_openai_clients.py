@@ -20,10 +20,12 @@ from fakes import (
     GREETING,
     TOOLS,
     WEATHER_CALL,
+    FakeOpenAIServer,
     FakeSmall,
     FakeTarget,
     HashEmbedder,
 )
+from minicache import OpenAIBackend
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.models.fake import pieces
@@ -369,4 +371,28 @@ def test_a_streamed_text_completion_is_the_targets_tokens_as_they_are_generated(
     finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
     assert len(finals) == 1 and finals[0].model_extra["minicache"]["route"] == "passthrough"
     assert target.forwarded[0]["stream"] is True and target.forwarded[0]["model"] == "fake-target"
+    assert mc.stats()["passthroughs"] == 1 and mc.stats()["errors"] == 0
+
+
+@pytest.mark.allow_model_requests
+def test_a_streamed_text_completion_through_an_openai_compatible_target_is_its_chunks(serve):
+    with FakeOpenAIServer(gated=True) as upstream:
+        url, mc, _ = serve(OpenAIBackend(upstream.url, "qwen", retries=0))
+        stream = client(url).completions.create(
+            model="m",
+            prompt="Once upon a time",
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = []
+        for chunk in stream:
+            chunks.append(chunk)
+            if chunk.choices and chunk.choices[0].text and not upstream.release.is_set():
+                seen_at = time.perf_counter()
+                upstream.release.set()  # only now does the target send its last word
+    texts = [c.choices[0].text for c in chunks if c.choices and c.choices[0].text]
+    assert len(texts) == len(GREETING.split()) and "".join(texts) == GREETING
+    assert seen_at < upstream.last_sent_at
+    assert chunks[-1].usage.prompt_tokens == 4 and chunks[-1].usage.completion_tokens == 7
+    assert upstream.bodies[0]["stream"] is True and upstream.bodies[0]["model"] == "qwen"
     assert mc.stats()["passthroughs"] == 1 and mc.stats()["errors"] == 0
