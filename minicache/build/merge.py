@@ -248,6 +248,7 @@ class GroupMerger:
         self.store.bump(tenant, "groups_merged")
         event: Event = {
             "event": "merge",
+            "tenant": tenant,
             "group": survivor_id,
             "merged": merged_id,
             "entry": entry.id,

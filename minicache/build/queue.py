@@ -125,5 +125,12 @@ class BuildQueue:
         )
         self.builder.store.bump(tenant, "builds_failed")
         self.builder.events.append(
-            {"event": "build", "group": group_id, "ok": False, "attempts": 0, "error": str(exc)}
+            {
+                "event": "build",
+                "tenant": tenant,
+                "group": group_id,
+                "ok": False,
+                "attempts": 0,
+                "error": str(exc),
+            }
         )

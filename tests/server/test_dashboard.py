@@ -364,6 +364,23 @@ def test_tracker_adds_counter_increments_to_their_minute_and_tags_events_with_th
     assert tracker.feed(None, after=newest) == []
 
 
+def test_an_event_that_names_its_tenant_is_shown_to_that_tenant():
+    """A merge deletes the merged group, so the store cannot say whose it was: the event says."""
+    engine = _Engine(SQLiteStore(":memory:"))
+    tracker = Tracker(engine, lambda: ["a", "b"], lambda tenant: 0.0)
+    tracker.sample(T0)
+    merge = {"event": "merge", "tenant": "b", "group": "g1", "merged": "g2", "examples": 3}
+    engine.events.append(merge)
+    tracker.sample(T0 + 5)
+    [event] = tracker.feed({"b"})
+    assert (event.kind, event.group, event.detail) == (
+        "merge",
+        "g1",
+        "merged group g2 (3 examples)",
+    )
+    assert tracker.feed({"a"}) == []
+
+
 def test_a_new_tracker_on_the_same_store_shows_the_history_of_the_one_before(tmp_path):
     path = tmp_path / "store.db"
     saved = {"a": 0.0}

@@ -36,7 +36,7 @@ UNITS = {"minute": 60, "hour": 3600}
 class Event:
     seq: int
     at: float
-    kind: str  # build | build-failed | evict | fallback | error
+    kind: str  # build | build-failed | evict | merge | fallback | error
     tenant: str | None
     group: str | None = None
     entry: str | None = None
@@ -187,7 +187,10 @@ class Tracker:
         self.events.append(Event(next(self._seq), now, kind, tenant, group, entry, detail))
 
     def _owner(self, raw: dict[str, Any], tenants: list[str]) -> str | None:
-        """The tenant whose store holds the event's entry (unique ids) or else its group."""
+        """The tenant the event names (builds and merges do), else the one whose store holds the
+        event's entry (unique ids) or else its group."""
+        if raw.get("tenant") in tenants:
+            return str(raw["tenant"])
         store = self.engine.store
         if raw.get("entry"):
             for tenant in tenants:
@@ -287,4 +290,7 @@ def _describe(
         return "build-failed", tenant, group, entry, detail
     if raw.get("event") == "evict":
         return "evict", tenant, group, entry, f"evicted after {raw.get('failures')} failures"
+    if raw.get("event") == "merge":  # one computation: the merged group's examples joined this one
+        detail = f"merged group {raw.get('merged')} ({raw.get('examples', 0)} examples)"
+        return "merge", tenant, group, entry, detail
     return str(raw.get("event", "event")), tenant, group, entry, ""
