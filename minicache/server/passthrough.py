@@ -20,9 +20,13 @@ from starlette.responses import Response, StreamingResponse
 
 from minicache.answers import Route, SolveResult
 from minicache.errors import InvalidRequest
-from minicache.models.forwarding import forward_chat, forward_completion, stream_chat
+from minicache.models.forwarding import (
+    forward_chat,
+    forward_completion,
+    stream_chat,
+    stream_completion,
+)
 from minicache.request import validate_request
-from minicache.server.completion_streaming import stream_completion
 from minicache.server.errors import ApiError
 from minicache.server.openai_format import (
     Chunks,
