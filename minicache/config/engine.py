@@ -67,10 +67,19 @@ class VerifyConfig:
     # `probation_max_failure`) has shown that routing keeps its computations apart: its new entries
     # skip probation, except every `probation_every`-th, so the record follows the workload. 0 switches
     # probation off. (docs/hits.md: the rates measured on SVAMP and Formula these were chosen between.)
+    # `probation` is the length for an entry whose record has no contradiction; each contradiction in
+    # it (a held example its validation got wrong, split samples, a refusal, a revision) adds one
+    # comparison, up to `probation_max` (minicache.hit.scrutiny.probation_length).
     probation: int = 1
     probation_tenant_min: int = 5
     probation_max_failure: float = 0.35
     probation_every: int = 4
+    probation_max: int = 3  # the longest probation the contradictions in an entry's record can make
+    # The share of an entry's hits audited starts at EngineConfig.audit_rate, grows with the doubts in
+    # its record and shrinks with its agreeing audits, within these bounds; the floor is reached once
+    # its failure bound is under audit_delta (minicache.hit.scrutiny.audit_share).
+    audit_rate_min: float = 0.005
+    audit_rate_max: float = 0.5  # the highest audit share the doubts in an entry's record can raise
     # The small model is not asked for an entry whose choices have not paid for their seconds
     # (minicache.hit.model_record: z, the bound's confidence; calls under min_s are always made).
     model_gate: bool = True

@@ -7,28 +7,19 @@ served hit (or a probation attempt) by the miss path too and records whether the
 audits bring the bound back under delta. Where routing has not shown that it keeps a tenant's
 computations apart (word problems that share words, not computations), a new entry's first hit
 attempts are answered by the miss path and compared before it serves any (:func:`on_probation`).
+How many, and what share of an entry's hits is audited, the entry's own record decides
+(:mod:`minicache.hit.scrutiny`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from minicache.config.engine import VerifyConfig
+from minicache.hit.scrutiny import probation_length, wilson_upper
 from minicache.store.base import Entry
 
-
-def wilson_upper(failures: int, n: int, z: float) -> float:
-    """Upper end of the Wilson score interval for an error rate of ``failures`` in ``n`` trials.
-
-    Wilson rather than the normal approximation: it stays inside [0, 1] and is sensible for the
-    handful of audits an entry gets (Brown, Cai & DasGupta 2001)."""
-    if n <= 0:
-        return 1.0
-    p = failures / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + spread) / (1 + z * z / n))
+__all__ = ["demoted", "needs_probation", "on_probation", "probation_reason", "wilson_upper"]
 
 
 def needs_probation(counters: dict[str, int], config: VerifyConfig) -> bool:
@@ -60,7 +51,9 @@ def _record_unproven(counters: dict[str, int], config: VerifyConfig) -> bool:
 def on_probation(
     entry: Entry, config: VerifyConfig, counters: Callable[[], dict[str, int]] | None = None
 ) -> bool:
-    """An entry built on probation that has not yet had ``probation`` agreeing comparisons.
+    """An entry built on probation that has not yet had as many agreeing comparisons as its record
+    asks for (:func:`minicache.hit.scrutiny.probation_length`: ``probation``, more after a
+    contradiction).
 
     An entry put on probation only because its tenant's record was not yet established
     (``"record"``) is released as soon as ``counters()`` (the tenant's record, read only then) shows
@@ -69,7 +62,7 @@ def on_probation(
     each paying a probation miss it no longer asked for. A sampled entry, or one stored before the
     reason was (``True``), stays on it."""
     flag = entry.validation.get("probation")
-    if not flag or entry.audits_agreed >= config.probation:
+    if not flag or entry.audits_agreed >= probation_length(entry, config):
         return False
     if flag == "record" and counters is not None and not _record_unproven(counters(), config):
         return False

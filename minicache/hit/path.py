@@ -3,9 +3,10 @@
 Values come from :class:`~minicache.hit.verify.HitVerifier` (rules and alignment first, the small model
 only when its choice is corroborated); the entry's program runs in the sandbox; the answer must be
 plausible for the group. Whatever cannot be shown right raises
-:class:`~minicache.errors.HitRefused` and the engine pays for a miss instead. A sampled share of
-served hits is also answered by the miss path in the background (:meth:`HitPath.audit`), and an
-entry that fails ``max_failures`` times in service is evicted (:meth:`HitPath.count_failure`).
+:class:`~minicache.errors.HitRefused` and the engine pays for a miss instead. A share of served hits,
+sized from the entry's record (:mod:`minicache.hit.scrutiny`), is also answered by the miss path in
+the background (:meth:`HitPath.audit`), and an entry that fails ``max_failures`` times in service
+is evicted (:meth:`HitPath.count_failure`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from minicache.hit.checks import Check
 from minicache.hit.failures import record_failed_hit
 from minicache.hit.model_record import model_declined
 from minicache.hit.refusals import LEARNABLE, revise
+from minicache.hit.scrutiny import audit_share, probation_length
 from minicache.hit.verify import MODEL_PATHS, ZERO_MODEL_PATHS, HitVerifier
 from minicache.miss.path import MissPath
 from minicache.models.compute import working_for
@@ -108,7 +110,8 @@ class HitPath:
             self.store.record_hit(tenant, entry.id)
             if extraction.small_tokens:
                 self.store.bump(tenant, "small_tokens", extraction.small_tokens)
-            if self.config.audit_rate > 0 and self._rng.random() < self.config.audit_rate:
+            share = audit_share(entry, self.config, extraction.method)
+            if share > 0 and self._rng.random() < share:  # sized from the entry's record
                 self.schedule_audit(
                     tenant, entry, question, context, hit_answer=value, method=extraction.method
                 )
@@ -258,12 +261,13 @@ class HitPath:
         self.store.bump(tenant, "audits")
         if not agreed:
             self.store.bump(tenant, "audits_disagreed")
+        length = probation_length(entry, self.config.verify)
         probation = (
             on_probation(entry, self.config.verify, lambda: self.store.counters(tenant))
-            and agreements - agreed < self.config.verify.probation
+            and agreements - agreed < length
         )
         if probation:
-            self._probation(tenant, entry, question, agreed, agreements, disagreements)
+            self._probation(tenant, entry, question, agreed, agreements, disagreements, length)
         elif not agreed and method in ZERO_MODEL_PATHS:
             self.count_failure(tenant, entry)
         self.events.append(
@@ -285,12 +289,14 @@ class HitPath:
         agreed: bool,
         agreements: int,
         disagreements: int,
+        length: int,
     ) -> None:
-        """A comparison made while ``entry`` was on probation: its last agreeing one passes it, a
+        """A comparison made while ``entry`` was on probation (``length`` agreeing comparisons long,
+        from its record: minicache.hit.scrutiny.probation_length): its last agreeing one passes it, a
         disagreeing one evicts it, with the request recorded for the group's next build (which must
         answer it as the miss path did). Each outcome goes into the tenant's probation record, which
         decides whether its next entries start on probation (minicache.hit.audits.needs_probation)."""
-        if agreed and (agreements < self.config.verify.probation or disagreements):
+        if agreed and (agreements < length or disagreements):
             return  # not yet passed, or failed by an earlier comparison
         if not agreed and disagreements > 1:  # failed by an earlier comparison: counted once
             return

@@ -1,0 +1,158 @@
+"""How closely an entry is watched is sized from its own record: its probation grows with what
+disagreed with it, its audit share with every doubt and shrinks with its agreeing audits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
+from minicache.config.engine import VerifyConfig
+from minicache.engine import EngineConfig, MiniCache
+from minicache.hit.scrutiny import Doubt, audit_share, doubts, probation_length
+from minicache.store import Entry, SQLiteStore, new_id
+
+
+def entry(**fields: object) -> Entry:
+    """An entry with an ordinary record: validated on all its held examples, no rules, no audits."""
+    validation = {"passed": 3, "of": 3, "extraction": None, "rule_examples": 3}
+    validation.update(fields.pop("validation", {}))
+    return Entry(
+        id="e", tenant="t", group_id="g", template=[], program="", validation=validation, **fields
+    )
+
+
+CONFIG = EngineConfig(audit_rate=0.05)
+
+
+def test_an_ordinary_fresh_entry_gets_the_configured_probation_and_audit_rate():
+    assert not doubts(entry(), CONFIG.build_after)
+    assert probation_length(entry(), VerifyConfig()) == VerifyConfig().probation
+    assert audit_share(entry(), CONFIG) == pytest.approx(CONFIG.audit_rate)
+
+
+@pytest.mark.parametrize("agreed", [1, 10, 50])
+def test_an_entry_with_a_clean_record_of_agreeing_audits_is_audited_less_than_a_fresh_one(agreed):
+    fewer = audit_share(entry(audits_agreed=agreed), CONFIG)
+    assert CONFIG.verify.audit_rate_min <= fewer < audit_share(entry(), CONFIG)
+    assert audit_share(entry(audits_agreed=agreed + 10), CONFIG) <= fewer  # the longer, the fewer
+
+
+def test_a_clean_record_whose_failure_bound_is_under_the_bar_gets_the_floor():
+    # 381 agreeing audits: Wilson upper bound (z=1.96) on the failure rate under audit_delta (0.01)
+    assert audit_share(entry(audits_agreed=400), CONFIG) == CONFIG.verify.audit_rate_min
+
+
+def test_a_disagreeing_audit_raises_the_audit_share_above_a_fresh_and_a_clean_entry():
+    caught = entry(audits_agreed=10, audits_disagreed=1)
+    assert audit_share(caught, CONFIG) > audit_share(entry(), CONFIG)
+    assert audit_share(caught, CONFIG) > audit_share(entry(audits_agreed=11), CONFIG)
+
+
+@pytest.mark.parametrize(
+    ("record", "doubt"),
+    [
+        ({"model_refused": 2}, Doubt.REFUSED),
+        ({"validation": {"passed": 2, "of": 3}}, Doubt.VALIDATION),
+        ({"validation": {"samples": 9, "agreement": 0.67}}, Doubt.SAMPLES),
+        ({"validation": {"revisions": [{"check": "rule"}]}}, Doubt.REVISED),
+        ({"validation": {"extraction": "choice"}}, Doubt.MODEL_READ),
+        ({"rules": {"a": {}}, "validation": {"rule_examples": 2}}, Doubt.FEW_EXAMPLES),
+    ],
+)
+def test_each_doubt_in_an_entry_record_raises_its_audit_share(record, doubt):
+    doubtful = entry(**record)
+    assert doubts(doubtful, CONFIG.build_after)[doubt] == 1
+    assert audit_share(doubtful, CONFIG) == pytest.approx(2 * CONFIG.audit_rate)
+
+
+def test_a_hit_read_by_the_small_model_is_audited_more_than_one_read_by_rules():
+    assert audit_share(entry(), CONFIG, "choice") > audit_share(entry(), CONFIG, "rule")
+
+
+def test_contradictions_lengthen_probation_and_thin_evidence_does_not():
+    verify = VerifyConfig()
+    assert probation_length(entry(model_refused=1), verify) == verify.probation + 1
+    both = entry(model_refused=1, validation={"passed": 2, "of": 3})
+    assert probation_length(both, verify) == verify.probation + 2
+    thin = entry(rules={"a": {}}, validation={"extraction": "choice", "rule_examples": 2})
+    assert probation_length(thin, verify) == verify.probation
+
+
+def test_sizes_stay_within_the_configured_bounds():
+    worst = entry(
+        audits_disagreed=30,
+        model_refused=9,
+        rules={"a": {}},
+        validation={"passed": 2, "of": 3, "agreement": 0.55, "revisions": [{}], "rule_examples": 1},
+    )
+    verify = VerifyConfig(probation=1, probation_max=3)
+    assert probation_length(worst, verify) == 3
+    assert probation_length(worst, VerifyConfig(probation=5, probation_max=3)) == 5  # never below
+    assert probation_length(worst, VerifyConfig(probation=0)) == 0  # probation off
+    assert audit_share(worst, CONFIG, "choice") == CONFIG.verify.audit_rate_max
+    for rate in (0.0, 1.0):  # audits off; every hit audited
+        assert audit_share(worst, replace(CONFIG, audit_rate=rate)) == rate
+        assert audit_share(entry(audits_agreed=400), replace(CONFIG, audit_rate=rate)) == rate
+
+
+@pytest.fixture
+def make(tmp_path, sandbox):
+    made: list[MiniCache] = []
+
+    def factory(audit_rate: float = 0.0, **verify) -> MiniCache:
+        config = EngineConfig(
+            background_builds=False,
+            audit_rate=audit_rate,
+            verify=VerifyConfig(**verify),
+            build_early=0,
+        )
+        mc = MiniCache(
+            FakeTarget(),
+            FakeSmall(),
+            store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
+            embedder=HashEmbedder(),
+            config=config,
+            sandbox=sandbox,
+        )
+        made.append(mc)
+        return mc
+
+    yield factory
+    for mc in made:
+        mc.close()
+
+
+def _built(mc: MiniCache) -> Entry:
+    for values in CR_VALUES[:3]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "miss"
+    return mc.store.list_entries("default", "active")[0]
+
+
+def _as_if(mc: MiniCache, built: Entry, **record: object) -> Entry:
+    """The group's entry stored again with ``record`` in place of what its build recorded."""
+    return mc.store.put_entry(replace(built, id=new_id("ent"), **record))
+
+
+def test_an_entry_whose_validation_got_a_held_example_wrong_stays_on_probation_longer(make):
+    mc = make()
+    built = _built(mc)
+    assert built.validation["probation"] == "sample"
+    _as_if(mc, built, validation={**built.validation, "passed": 2, "of": 3})
+    routes = [mc.solve(CURRENT_RATIO.ask(*values)).route for values in CR_VALUES[3:6]]
+    assert routes == ["fallback", "fallback", "hit"]  # two agreeing comparisons, not one
+    assert (mc.stats()["probations"], mc.stats()["probations_failed"]) == (1, 0)
+
+
+def test_an_entry_with_a_long_clean_record_pays_for_fewer_audits_than_a_fresh_one(make):
+    def audits(clean: int) -> int:
+        mc = make(audit_rate=0.5, probation=0)
+        built = _built(mc)
+        _as_if(mc, built, audits_agreed=clean)
+        before = mc.stats()["audits"]
+        for values in CR_VALUES[3:] * 2:
+            assert mc.solve(CURRENT_RATIO.ask(*values)).route == "hit"
+        return mc.stats()["audits"] - before
+
+    assert audits(clean=400) < audits(clean=0)
