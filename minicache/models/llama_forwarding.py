@@ -9,12 +9,13 @@ call, so a forwarded request costs what a direct call to the model costs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple, Protocol
 
 from minicache.errors import BackendError
 from minicache.models.base import check_real_models_allowed
-from minicache.models.forwarding import content_text, usage
+from minicache.models.forwarding import content_text, usage, wants_usage
 from minicache.models.llama_setup import fix_schema_patterns
 
 
@@ -79,24 +80,25 @@ def forward_chat(backend: LlamaCppBackend, body: dict[str, Any]) -> dict[str, An
 
 
 def stream_chat(backend: LlamaCppBackend, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """llama-cpp-python's chunks as the model makes them; a usage chunk when the client asked for
-    one (llama-cpp-python does not send it: the tokens are counted here)."""
+    """llama-cpp-python's chunks as the model makes them, then a usage chunk when the client asked
+    for one (llama-cpp-python sends none), with the counts a call without streaming reports: the
+    chat handler's streamed completion is a :class:`CountedStream` (:class:`HookedLlama`), so the
+    prompt is the chat-templated prompt's tokens and the completion the tokens sampled, cut at the
+    client's stop sequences and the chat template's here."""
     check_real_models_allowed(f"{backend.name} (pass-through)")
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    pieces = 0
+    hooked = HookedLlama(backend.llm)
     last: dict[str, Any] = {}
-    with backend._lock:
+    with backend._lock, model_errors(backend):
+        # the model's own create_chat_completion, handing its chat handler the hooked model
+        chunks = type(backend.llm).create_chat_completion(hooked, **chat_kwargs(body), stream=True)
         try:
-            stream = backend.llm.create_chat_completion(**chat_kwargs(body), stream=True)
-        except ValueError as exc:
-            raise BackendError(f"{backend.name}: {exc}") from exc
-        for chunk in stream:
-            last = {**chunk, "model": body.get("model", backend.name)}
-            pieces += sum(bool((c.get("delta") or {}).get("content")) for c in chunk["choices"])
-            yield last
-        in_context = int(backend.llm.n_tokens)
-    if include_usage and last:
-        yield {**last, "choices": [], "usage": usage(max(0, in_context - pieces), pieces)}
+            for chunk in chunks:
+                last = {**chunk, "model": body.get("model", backend.name)}
+                yield last
+        finally:
+            hooked.close()
+    if last and hooked.stream is not None and wants_usage(body):
+        yield {**last, "choices": [], "usage": hooked.stream.usage}
 
 
 def forward_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> dict[str, Any]:
@@ -111,17 +113,18 @@ def forward_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> dict[s
 
 
 class SampledTokens:
-    """A stopping criterion that never stops: llama-cpp-python calls it once for each token it
-    samples, with the tokens before that one, so the shortest of them is the prompt as the model
-    read it and their number the tokens sampled (a streamed chunk is not a token: a character
-    split over tokens comes in one chunk)."""
+    """A stopping criterion that stops where ``then`` does (a chat template's own criterion), or
+    never: llama-cpp-python calls it once for each token it samples, with the tokens before that
+    one, so the shortest of them is the prompt as the model read it and their number the tokens
+    sampled (a streamed chunk is not a token: a character split over tokens comes in one chunk)."""
 
-    def __init__(self) -> None:
+    def __init__(self, then: Callable[[Any, Any], bool] | None = None) -> None:
         self.lengths: set[int] = set()
+        self.then = then
 
     def __call__(self, input_ids: Any, logits: Any) -> bool:
         self.lengths.add(len(input_ids))  # once more after the last token, with the same length
-        return False
+        return bool(self.then(input_ids, logits)) if self.then is not None else False
 
     @property
     def prompt(self) -> int:
@@ -142,38 +145,102 @@ class Piece(NamedTuple):
     at_stop_sequence: bool = False
 
 
-def stream_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """llama-cpp-python's ``text_completion`` chunks as the model makes them, then a usage chunk
-    with the counts a call without streaming reports when the client asked for one (llama-cpp-python
-    sends none). The client's stop sequences are applied here (:func:`cut_at_stops`): a stream that
-    llama-cpp-python cut at one would end as one ended by the end-of-generation token, which is no
-    completion token while the token that holds a stop sequence is one."""
-    check_real_models_allowed(f"{backend.name} (pass-through)")
-    kwargs = {k: body[k] for k in COMPLETION_FIELDS if k != "stop" and body.get(k) is not None}
-    stop = body.get("stop")
-    stops = [stop] if isinstance(stop, str) else [str(s) for s in stop or () if s]
-    counted = SampledTokens()
-    base: dict[str, Any] = {}
-    completion_tokens = 0
-    with backend._lock:
+class CountedStream:
+    """One streamed ``create_completion`` of llama-cpp-python's (blocking, under the model's lock)
+    whose ``usage`` is the one a call without streaming reports. Its stop sequences are applied
+    here (:func:`cut_at_stops`), not by llama-cpp-python: a stream cut there would end as one ended
+    by the end-of-generation token, which is no completion token, while the token that holds a stop
+    sequence is one; its tokens are counted as they are sampled (:class:`SampledTokens`)."""
+
+    def __init__(self, llm: Any, kwargs: dict[str, Any]) -> None:
+        stop = kwargs.get("stop")
+        self.stops = [stop] if isinstance(stop, str) else [str(s) for s in stop or () if s]
+        self.counted = SampledTokens(then=kwargs.get("stopping_criteria"))
+        self.completion_tokens = 0
+        args = {k: v for k, v in kwargs.items() if k not in ("stop", "stopping_criteria", "stream")}
         # a generator: the model runs (and a prompt too long for it fails) as it is read
-        stream = backend.llm.create_completion(**kwargs, stream=True, stopping_criteria=counted)
+        self._stream = llm.create_completion(**args, stream=True, stopping_criteria=self.counted)
+        self._chunks = self._cut()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self._chunks
+
+    def _cut(self) -> Generator[dict[str, Any], None, None]:
+        """llama-cpp-python's ``text_completion`` chunks as a call with the stop sequences streams
+        them, each piece's log probabilities kept where it is its chunk's text as it came."""
+        for piece in cut_at_stops(self._stream, self.stops):
+            came = piece.chunk["choices"][0]
+            logprobs = came.get("logprobs") if piece.text == came.get("text") else None
+            choice = {"index": 0, "text": piece.text, "logprobs": logprobs}
+            if piece.finish_reason is not None:
+                # the end-of-generation token (or the one a chat template's stopping criterion
+                # stopped at) was sampled and is no part of the completion
+                eog = piece.finish_reason == "stop" and not piece.at_stop_sequence
+                self.completion_tokens = max(0, self.counted.sampled - eog)
+            yield {**piece.chunk, "choices": [{**choice, "finish_reason": piece.finish_reason}]}
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return usage(self.counted.prompt, self.completion_tokens)
+
+    def close(self) -> None:
+        """Let the model go (cut at a stop sequence, or left by the client)."""
+        self._chunks.close()
+        self._stream.close()
+
+
+class HookedLlama:
+    """The model as llama-cpp-python's chat handler is given it (``create_chat_completion`` hands
+    it ``self``): the model itself, except that its streamed completion is a
+    :class:`CountedStream`, kept as ``stream`` for its usage (the chat template's stop sequences
+    and stopping criterion come to it with the client's; a handler that streams more than one
+    completion is counted by its last)."""
+
+    def __init__(self, llm: Any) -> None:
+        self._llm = llm
+        self.stream: CountedStream | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def create_completion(self, **kwargs: Any) -> Any:
+        if not kwargs.get("stream"):
+            return self._llm.create_completion(**kwargs)
+        self.stream = CountedStream(self._llm, kwargs)
+        return iter(self.stream)
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+
+
+@contextmanager
+def model_errors(backend: LlamaCppBackend) -> Iterator[None]:
+    """A prompt longer than the model's context window (llama-cpp-python's ``ValueError``) as the
+    backend's error."""
+    try:
+        yield
+    except ValueError as exc:
+        raise BackendError(f"{backend.name}: {exc}") from exc
+
+
+def stream_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """llama-cpp-python's ``text_completion`` chunks as the model makes them (a
+    :class:`CountedStream`), then a usage chunk with the counts a call without streaming reports
+    when the client asked for one (llama-cpp-python sends none)."""
+    check_real_models_allowed(f"{backend.name} (pass-through)")
+    kwargs = {k: body[k] for k in COMPLETION_FIELDS if body.get(k) is not None}
+    last: dict[str, Any] = {}
+    with backend._lock, model_errors(backend):
+        stream = CountedStream(backend.llm, kwargs)
         try:
-            for piece in cut_at_stops(stream, stops):
-                base = {k: piece.chunk[k] for k in ("id", "object", "created") if k in piece.chunk}
-                base["model"] = body.get("model", backend.name)
-                choice = {"index": 0, "text": piece.text, "logprobs": None}
-                yield {**base, "choices": [{**choice, "finish_reason": piece.finish_reason}]}
-                if piece.finish_reason is not None:
-                    # the end-of-generation token was sampled and is no part of the completion
-                    eog = piece.finish_reason == "stop" and not piece.at_stop_sequence
-                    completion_tokens = counted.sampled - eog
-        except ValueError as exc:  # a prompt longer than the context window
-            raise BackendError(f"{backend.name}: {exc}") from exc
+            for chunk in stream:
+                last = {**chunk, "model": body.get("model", backend.name)}
+                yield last
         finally:
-            stream.close()  # cut at a stop sequence or left by the client: the model is let go here
-    if base and (body.get("stream_options") or {}).get("include_usage"):
-        yield {**base, "choices": [], "usage": usage(counted.prompt, max(0, completion_tokens))}
+            stream.close()
+    if last and wants_usage(body):
+        yield {**last, "choices": [], "usage": stream.usage}
 
 
 def cut_at_stops(chunks: Iterable[dict[str, Any]], stops: list[str]) -> Iterator[Piece]:

@@ -1,7 +1,8 @@
 """A streamed ``/v1/completions`` on each backend (minicache.models.forwarding.stream_completion):
 the OpenAI-compatible backend passes a real HTTP target's ``text_completion`` chunks on as they
 arrive, the fake streams word by word, a backend that cannot stream answers whole, and the embedded
-llama.cpp model's stream is cut at the client's stop sequences and counted in tokens."""
+llama.cpp model's stream is cut at the client's stop sequences and counted in tokens; its streamed
+chat (``stream_chat``) is counted the same way."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from fakes import GREETING, FakeOpenAIServer
 from minicache import BackendResponseError, OpenAIBackend
 from minicache.models import FakeBackend
 from minicache.models.forwarding import CompletionStreaming, forward_completion, stream_completion
-from minicache.models.llama_forwarding import cut_at_stops
+from minicache.models.llama_forwarding import SampledTokens, cut_at_stops
+from minicache.models.llama_forwarding import stream_chat as llama_stream_chat
 from minicache.models.llama_forwarding import stream_completion as llama_stream_completion
 
 pytestmark = pytest.mark.allow_model_requests
@@ -120,30 +122,66 @@ def test_a_stream_is_cut_before_a_stop_sequence_and_text_that_only_began_one_is_
 class FakeLlama:
     """llama-cpp-python's ``create_completion(stream=True)`` as this module relies on it: it calls
     the stopping criterion once per sampled token with the tokens before it (the prompt, then each
-    evaluated token), sends a chunk per token, and ends at the end-of-generation token (not
-    sent) or at ``max_tokens``, calling the criterion once more with what it evaluated."""
+    evaluated token), sends a chunk per token that completes text (``""`` is a token that holds
+    half a character: its text comes with the next one's), and ends at the end-of-generation token
+    (not sent) or at ``max_tokens``, calling the criterion once more with what it evaluated. Its
+    ``create_chat_completion`` is its chat handler's: the messages through a chat template (4
+    tokens a message), the template's stop sequence added to the client's, and the text completion
+    of whatever it is called on (llama-cpp-python hands its handler ``self``) as chat chunks."""
+
+    TEMPLATE_STOP = "<|im_end|>"
 
     def __init__(self, prompt_tokens: int, tokens: list[str]) -> None:
         self.prompt_tokens = prompt_tokens
         self.tokens = tokens  # what the model samples; None for the end-of-generation token
         self.kwargs: dict = {}
+        self.let_go = False
 
     def create_completion(self, stream, stopping_criteria, **kwargs):
         self.kwargs = kwargs
-        evaluated = list(range(self.prompt_tokens))
+        prompt = kwargs.get("prompt")
+        evaluated = list(prompt if isinstance(prompt, list) else range(self.prompt_tokens))
         base = {"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "/m.gguf"}
         finish = "length"
-        for n, token in enumerate(self.tokens):
+        stopping_criteria = stopping_criteria or (lambda input_ids, logits: False)
+        try:
+            for n, token in enumerate(self.tokens):
+                stopping_criteria(evaluated, None)
+                if token is None:
+                    finish = "stop"
+                    break
+                if token:
+                    yield {**base, "choices": [{"text": token, "index": 0, "finish_reason": None}]}
+                if n + 1 >= kwargs.get("max_tokens", 16):
+                    break
+                evaluated.append(n)
             stopping_criteria(evaluated, None)
-            if token is None:
-                finish = "stop"
-                break
-            yield {**base, "choices": [{"text": token, "index": 0, "finish_reason": None}]}
-            if n + 1 >= kwargs.get("max_tokens", 16):
-                break
-            evaluated.append(n)
-        stopping_criteria(evaluated, None)
-        yield {**base, "choices": [{"text": "", "index": 0, "finish_reason": finish}]}
+            yield {**base, "choices": [{"text": "", "index": 0, "finish_reason": finish}]}
+        finally:
+            self.let_go = True
+
+    def create_chat_completion(self, messages, stream=False, stop=None, **kwargs):
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        chunks = self.create_completion(
+            prompt=list(range(self.prompt_tokens + 4 * len(messages))),
+            stop=[*stops, self.TEMPLATE_STOP],
+            stream=stream,
+            stopping_criteria=None,
+            **kwargs,
+        )
+        for i, chunk in enumerate(chunks):
+            base = {"id": "chat" + chunk["id"], "object": "chat.completion.chunk", "created": 1}
+            came = chunk["choices"][0]
+            delta = {"content": came["text"]} if came["finish_reason"] is None else {}
+            if i == 0:
+                yield {
+                    **base,
+                    "choices": [
+                        {"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}
+                    ],
+                }
+            finish = came["finish_reason"]
+            yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
 
 class FakeLlamaBackend:
@@ -176,3 +214,67 @@ def test_the_embedded_models_stream_counts_the_tokens_a_whole_call_reports(
     }
     assert {c["model"] for c in chunks} == {BODY["model"]}
     assert "stop" not in llm.kwargs and llm.kwargs["max_tokens"] == 8  # stops are applied here
+
+
+CHAT = {
+    "model": "gpt-4o-mini",
+    "messages": [{"role": "user", "content": "Tell me a story."}],
+    "max_tokens": 8,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+
+
+def content(chunks: list[dict]) -> str:
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+
+
+@pytest.mark.parametrize(
+    "tokens,stop,text,finish,completion_tokens",
+    [
+        (["Once", " more", None], None, "Once more", "stop", 2),  # the end token is not counted
+        (["Caf", "", "é!", None], None, "Café!", "stop", 3),  # two tokens in one chunk
+        (["a", "b", "c", "d", "e", "f", "g", "h", "i"], None, "abcdefgh", "length", 8),
+        (["Once", " more", ".\n", "Then"], ["\n"], "Once more.", "stop", 3),  # nor cut text's token
+        (["Hi", "<|im_", "end|>", "x"], None, "Hi", "stop", 3),  # the chat template's stop too
+    ],
+)
+def test_the_embedded_models_streamed_chat_counts_the_tokens_a_whole_call_reports(
+    tokens, stop, text, finish, completion_tokens
+):
+    llm = FakeLlama(5, tokens)
+    chunks = list(llama_stream_chat(FakeLlamaBackend(llm), {**CHAT, "stop": stop}))
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    assert content(chunks) == text
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == finish
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {
+        "prompt_tokens": 5 + 4,  # the prompt as the chat template renders it
+        "completion_tokens": completion_tokens,
+        "total_tokens": 5 + 4 + completion_tokens,
+    }
+    assert {c["model"] for c in chunks} == {CHAT["model"]}
+    assert "stop" not in llm.kwargs and llm.kwargs["max_tokens"] == 8  # stops are applied here
+
+
+def test_a_streamed_chat_without_include_usage_sends_no_usage_chunk():
+    chunks = list(
+        llama_stream_chat(
+            FakeLlamaBackend(FakeLlama(5, ["Hi", None])), {**CHAT, "stream_options": None}
+        )
+    )
+    assert content(chunks) == "Hi" and all(c["choices"] for c in chunks)
+
+
+def test_a_streamed_chat_left_by_its_client_lets_the_model_go():
+    llm = FakeLlama(5, ["Once", " upon", " a", " time", None])
+    backend = FakeLlamaBackend(llm)
+    stream = llama_stream_chat(backend, CHAT)
+    assert content([next(stream), next(stream)]) == "Once"
+    stream.close()
+    assert llm.let_go and not backend._lock.locked()
+
+
+def test_the_token_counter_stops_where_the_chat_templates_own_criterion_does():
+    counted = SampledTokens(then=lambda input_ids, logits: input_ids[-1] == 0)
+    assert counted([7, 3], None) is False and counted([7, 3, 0], None) is True
+    assert (counted.prompt, counted.sampled) == (2, 2)
