@@ -155,6 +155,7 @@ class MiniCacheMethod:
             {
                 "route": res.route,
                 "group": res.group,
+                "entry_id": res.entry_id,  # the entry version that served a hit (tools.reverify)
                 "extraction": res.extraction,
                 "variables": res.variables,
                 "pinned": res.pinned,

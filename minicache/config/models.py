@@ -187,7 +187,16 @@ def load_engine_config(
     return config
 
 
-_SHARES = ("route_threshold", "audit_rate", "audit_delta", "step.threshold")  # fractions: 0..1
+_SHARES = (  # fractions: 0..1
+    "route_threshold",
+    "audit_rate",
+    "audit_delta",
+    "build_agreement",
+    "verify.audit_rate_min",
+    "verify.audit_rate_max",
+    "verify.probation_max_failure",
+    "step.threshold",
+)
 
 
 def check_engine(config: Any, prefix: str = "") -> None:
