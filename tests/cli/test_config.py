@@ -162,6 +162,13 @@ def test_every_engine_field_has_an_env_var_named_after_its_key():
         ("", {}, ["frozen"], "expected KEY=VALUE"),
         ("", {}, ["verify=1"], "engine.verify is a table; set one of its keys (align,"),
         ("", {}, ["audit_rate=1.5"], "audit_rate is a share and must be between 0 and 1, not 1.5"),
+        (
+            "",
+            {},
+            ["verify.audit_rate_max=2"],
+            "verify.audit_rate_max is a share and must be between 0 and 1, not 2",
+        ),
+        ("", {}, ["build_agreement=1.2"], "build_agreement is a share and must be between 0 and 1"),
         ("", {}, ["miss_max_tokens=-1"], "miss_max_tokens must not be negative"),
         ("", {}, ["admission.backoff_s=-1"], "admission.backoff_s must not be negative"),
         ("", {}, ["validate_min=4"], "validate_min (4) must not exceed validate_n (3)"),
