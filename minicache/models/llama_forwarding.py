@@ -81,16 +81,12 @@ def forward_chat(backend: LlamaCppBackend, body: dict[str, Any]) -> dict[str, An
 
 def stream_chat(backend: LlamaCppBackend, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """llama-cpp-python's chunks as the model makes them, then a usage chunk when the client asked
-    for one (llama-cpp-python sends none), with the counts a call without streaming reports: the
-    chat handler's streamed completion is a :class:`CountedStream` (:class:`HookedLlama`), so the
-    prompt is the chat-templated prompt's tokens and the completion the tokens sampled, cut at the
-    client's stop sequences and the chat template's here."""
+    for one (llama-cpp-python sends none), with the counts a call without streaming reports
+    (:func:`counted_chat`)."""
     check_real_models_allowed(f"{backend.name} (pass-through)")
-    hooked = HookedLlama(backend.llm)
     last: dict[str, Any] = {}
     with backend._lock, model_errors(backend):
-        # the model's own create_chat_completion, handing its chat handler the hooked model
-        chunks = type(backend.llm).create_chat_completion(hooked, **chat_kwargs(body), stream=True)
+        chunks, hooked = counted_chat(backend.llm, chat_kwargs(body))
         try:
             for chunk in chunks:
                 last = {**chunk, "model": body.get("model", backend.name)}
@@ -98,7 +94,17 @@ def stream_chat(backend: LlamaCppBackend, body: dict[str, Any]) -> Iterator[dict
         finally:
             hooked.close()
     if last and hooked.stream is not None and wants_usage(body):
-        yield {**last, "choices": [], "usage": hooked.stream.usage}
+        yield {**last, "choices": [], "usage": hooked.usage}
+
+
+def counted_chat(llm: Any, kwargs: dict[str, Any]) -> tuple[Iterator[dict[str, Any]], HookedLlama]:
+    """The model's own streamed ``create_chat_completion`` with ``kwargs``, its chat handler handed
+    the model with a hooked ``create_completion`` (:class:`HookedLlama`): the chat-templated
+    prompt's completion streams through a :class:`CountedStream`, so the hooked model's ``usage``
+    is the prompt as the template renders it and the tokens sampled, cut at the caller's stop
+    sequences and the chat template's there. Close the hooked model to let the model go."""
+    hooked = HookedLlama(llm)
+    return type(llm).create_chat_completion(hooked, **kwargs, stream=True), hooked
 
 
 def forward_completion(backend: LlamaCppBackend, body: dict[str, Any]) -> dict[str, Any]:
@@ -116,14 +122,16 @@ class SampledTokens:
     """A stopping criterion that stops where ``then`` does (a chat template's own criterion), or
     never: llama-cpp-python calls it once for each token it samples, with the tokens before that
     one, so the shortest of them is the prompt as the model read it and their number the tokens
-    sampled (a streamed chunk is not a token: a character split over tokens comes in one chunk)."""
+    sampled (a streamed chunk is not a token: a character split over tokens comes in one chunk).
+    Once generation has finished it is called once more, with the tokens evaluated: as many as
+    were sampled before the last one, or more where a draft model evaluated ahead of it."""
 
     def __init__(self, then: Callable[[Any, Any], bool] | None = None) -> None:
-        self.lengths: set[int] = set()
+        self.lengths: list[int] = []  # of each call's tokens, in the order of the calls
         self.then = then
 
     def __call__(self, input_ids: Any, logits: Any) -> bool:
-        self.lengths.add(len(input_ids))  # once more after the last token, with the same length
+        self.lengths.append(len(input_ids))
         return bool(self.then(input_ids, logits)) if self.then is not None else False
 
     @property
@@ -132,7 +140,15 @@ class SampledTokens:
 
     @property
     def sampled(self) -> int:
-        return len(self.lengths)
+        """The tokens sampled while generation is under way (each call has one token more than the
+        one before), or once it finished without a draft model (the last call repeats a length)."""
+        return len(set(self.lengths))
+
+    @property
+    def sampled_when_finished(self) -> int:
+        """The tokens sampled once generation has finished, with or without a draft model: every
+        call but the last."""
+        return max(0, len(self.lengths) - 1)
 
 
 class Piece(NamedTuple):
@@ -173,10 +189,13 @@ class CountedStream:
             logprobs = came.get("logprobs") if piece.text == came.get("text") else None
             choice = {"index": 0, "text": piece.text, "logprobs": logprobs}
             if piece.finish_reason is not None:
-                # the end-of-generation token (or the one a chat template's stopping criterion
-                # stopped at) was sampled and is no part of the completion
-                eog = piece.finish_reason == "stop" and not piece.at_stop_sequence
-                self.completion_tokens = max(0, self.counted.sampled - eog)
+                if piece.at_stop_sequence:  # cut here: generation is under way, or ended with
+                    self.completion_tokens = self.counted.sampled  # held text (no draft model)
+                else:
+                    # the end-of-generation token (or the one a chat template's stopping
+                    # criterion stopped at) was sampled and is no part of the completion
+                    eog = piece.finish_reason == "stop"
+                    self.completion_tokens = max(0, self.counted.sampled_when_finished - eog)
             yield {**piece.chunk, "choices": [{**choice, "finish_reason": piece.finish_reason}]}
 
     @property
@@ -208,6 +227,11 @@ class HookedLlama:
             return self._llm.create_completion(**kwargs)
         self.stream = CountedStream(self._llm, kwargs)
         return iter(self.stream)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        """Its streamed completion's (nothing counted where it streamed none)."""
+        return self.stream.usage if self.stream is not None else usage(0, 0)
 
     def close(self) -> None:
         if self.stream is not None:
@@ -269,21 +293,24 @@ def cut_at_stops(chunks: Iterable[dict[str, Any]], stops: list[str]) -> Iterator
             yield Piece(text[: len(text) - keep], None, chunk)
 
 
-def streamed(
-    chunks: Iterator[dict[str, Any]], on_text: Callable[[str], None], prompt_tokens: int
-) -> dict[str, Any]:
-    """A streamed ``create_chat_completion``, each piece given to ``on_text`` as it is made, as
-    the whole response a call without streaming returns (its usage counted from the pieces)."""
+def streamed(llm: Any, kwargs: dict[str, Any], on_text: Callable[[str], None]) -> dict[str, Any]:
+    """The model's ``create_chat_completion`` with ``kwargs``, streamed (:func:`counted_chat`),
+    each piece given to ``on_text`` as it is made, as the whole response a call without streaming
+    returns: its text, finish reason and usage (the tokens sampled, not the pieces)."""
+    chunks, hooked = counted_chat(llm, kwargs)
     parts: list[str] = []
     finish = "stop"
-    for chunk in chunks:
-        for choice in chunk["choices"]:
-            piece = (choice.get("delta") or {}).get("content")
-            if piece:
-                parts.append(piece)
-                on_text(piece)
-            finish = choice.get("finish_reason") or finish
+    try:
+        for chunk in chunks:
+            for choice in chunk["choices"]:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    parts.append(piece)
+                    on_text(piece)
+                finish = choice.get("finish_reason") or finish
+    finally:
+        hooked.close()
     return {
         "choices": [{"message": {"content": "".join(parts)}, "finish_reason": finish}],
-        "usage": usage(prompt_tokens, len(parts)),
+        "usage": hooked.usage,
     }

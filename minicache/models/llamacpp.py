@@ -274,11 +274,7 @@ class LlamaCppBackend:
                 if opts.on_text is None:
                     out = self.llm.create_chat_completion(**kwargs)
                 else:  # the pieces as they are made (a streamed miss), collected as the whole
-                    out = llama_forwarding.streamed(
-                        self.llm.create_chat_completion(**kwargs, stream=True),
-                        opts.on_text,
-                        len(prompt[0]) if prompt is not None else 0,
-                    )
+                    out = llama_forwarding.streamed(self.llm, kwargs, opts.on_text)
             except ValueError as exc:  # e.g. prompt longer than the context window
                 raise BackendError(f"{self.name}: {exc}") from exc
             finally:

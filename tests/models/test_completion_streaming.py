@@ -2,7 +2,7 @@
 the OpenAI-compatible backend passes a real HTTP target's ``text_completion`` chunks on as they
 arrive, the fake streams word by word, a backend that cannot stream answers whole, and the embedded
 llama.cpp model's stream is cut at the client's stop sequences and counted in tokens; its streamed
-chat (``stream_chat``) is counted the same way."""
+chat (``stream_chat``) and a streamed miss's generation (``streamed``) are counted the same way."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fakes import GREETING, FakeOpenAIServer
 from minicache import BackendResponseError, OpenAIBackend
 from minicache.models import FakeBackend
 from minicache.models.forwarding import CompletionStreaming, forward_completion, stream_completion
-from minicache.models.llama_forwarding import SampledTokens, cut_at_stops
+from minicache.models.llama_forwarding import SampledTokens, cut_at_stops, streamed
 from minicache.models.llama_forwarding import stream_chat as llama_stream_chat
 from minicache.models.llama_forwarding import stream_completion as llama_stream_completion
 
@@ -124,20 +124,54 @@ class FakeLlama:
     the stopping criterion once per sampled token with the tokens before it (the prompt, then each
     evaluated token), sends a chunk per token that completes text (``""`` is a token that holds
     half a character: its text comes with the next one's), and ends at the end-of-generation token
-    (not sent) or at ``max_tokens``, calling the criterion once more with what it evaluated. Its
-    ``create_chat_completion`` is its chat handler's: the messages through a chat template (4
-    tokens a message), the template's stop sequence added to the client's, and the text completion
-    of whatever it is called on (llama-cpp-python hands its handler ``self``) as chat chunks."""
+    (not sent) or at ``max_tokens``, calling the criterion once more with what it evaluated (with
+    a draft model, ``drafted`` tokens more than it sampled). Without streaming it returns the
+    whole completion, cut at the first of its stop sequences that the text holds, its usage
+    counting the tokens it kept. Its ``create_chat_completion`` is its chat handler's: the
+    messages through a chat template (4 tokens a message), the template's stop sequence added to
+    the client's, and the text completion of whatever it is called on (llama-cpp-python hands its
+    handler ``self``) as chat chunks, or as a chat completion without streaming."""
 
     TEMPLATE_STOP = "<|im_end|>"
 
-    def __init__(self, prompt_tokens: int, tokens: list[str]) -> None:
+    def __init__(self, prompt_tokens: int, tokens: list[str | None], drafted: int = 0) -> None:
         self.prompt_tokens = prompt_tokens
         self.tokens = tokens  # what the model samples; None for the end-of-generation token
+        self.drafted = drafted
         self.kwargs: dict = {}
         self.let_go = False
 
-    def create_completion(self, stream, stopping_criteria, **kwargs):
+    def create_completion(self, stream=False, stopping_criteria=None, **kwargs):
+        if not stream:
+            return self.whole_completion(**kwargs)
+        return self.streamed_completion(stopping_criteria, **kwargs)
+
+    def whole_completion(self, prompt, stop=None, max_tokens=16, **kwargs):
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        kept: list[str] = []
+        text, finish = "", "length"
+        for token in self.tokens:
+            if token is None:
+                finish = "stop"
+                break
+            kept.append(token)
+            text = "".join(kept)
+            found = [s for s in stops if s in text]
+            if found:
+                text, finish = text[: text.index(found[0])], "stop"
+                break
+            if len(kept) >= max_tokens:
+                break
+        return {
+            "choices": [{"text": text, "index": 0, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(kept),
+                "total_tokens": len(prompt) + len(kept),
+            },
+        }
+
+    def streamed_completion(self, stopping_criteria, **kwargs):
         self.kwargs = kwargs
         prompt = kwargs.get("prompt")
         evaluated = list(prompt if isinstance(prompt, list) else range(self.prompt_tokens))
@@ -155,16 +189,31 @@ class FakeLlama:
                 if n + 1 >= kwargs.get("max_tokens", 16):
                     break
                 evaluated.append(n)
-            stopping_criteria(evaluated, None)
+            stopping_criteria([*evaluated, *range(self.drafted)], None)
             yield {**base, "choices": [{"text": "", "index": 0, "finish_reason": finish}]}
         finally:
             self.let_go = True
 
     def create_chat_completion(self, messages, stream=False, stop=None, **kwargs):
         stops = [stop] if isinstance(stop, str) else list(stop or [])
-        chunks = self.create_completion(
-            prompt=list(range(self.prompt_tokens + 4 * len(messages))),
-            stop=[*stops, self.TEMPLATE_STOP],
+        if not stream:
+            whole = self.create_completion(
+                prompt=list(range(self.prompt_tokens + 4 * len(messages))),
+                stop=[*stops, self.TEMPLATE_STOP],
+                **kwargs,
+            )
+            came = whole["choices"][0]
+            message = {"role": "assistant", "content": came["text"]}
+            choice = {"index": 0, "message": message, "finish_reason": came["finish_reason"]}
+            return {"id": "chat-1", "choices": [choice], "usage": whole["usage"]}
+        # a generator of the class's own: ``self`` may be the model a chat handler is handed
+        return FakeLlama.chat_chunks(self, messages, stops, stream, **kwargs)
+
+    @staticmethod
+    def chat_chunks(llama, messages, stops, stream, **kwargs):
+        chunks = llama.create_completion(
+            prompt=list(range(llama.prompt_tokens + 4 * len(messages))),
+            stop=[*stops, FakeLlama.TEMPLATE_STOP],
             stream=stream,
             stopping_criteria=None,
             **kwargs,
@@ -278,3 +327,63 @@ def test_the_token_counter_stops_where_the_chat_templates_own_criterion_does():
     counted = SampledTokens(then=lambda input_ids, logits: input_ids[-1] == 0)
     assert counted([7, 3], None) is False and counted([7, 3, 0], None) is True
     assert (counted.prompt, counted.sampled) == (2, 2)
+
+
+def test_the_token_counter_does_not_count_the_tokens_a_draft_model_evaluated_ahead():
+    counted = SampledTokens()
+    for length in (4, 5, 6):  # three tokens sampled after a prompt of 4
+        counted(list(range(length)), None)
+    assert counted.sampled == 3
+    counted(list(range(8)), None)  # generation finished, two drafted tokens evaluated
+    assert (counted.prompt, counted.sampled_when_finished) == (4, 3)
+
+
+MISS = {
+    "messages": [
+        {"role": "system", "content": "Write a Python program that computes the answer."},
+        {"role": "user", "content": "What is 2 + 3?"},
+    ],
+    "max_tokens": 8,
+    "temperature": 0.0,
+    "top_k": 1,
+}
+
+
+@pytest.mark.parametrize(
+    "tokens,stop,drafted,text,finish,completion_tokens",
+    [
+        (["x = 2", " + 3", None], None, 0, "x = 2 + 3", "stop", 2),
+        (["Caf", "", "é!", None], None, 0, "Café!", "stop", 3),  # two tokens in one chunk
+        (["a", "b", "c", "d", "e", "f", "g", "h", "i"], None, 0, "abcdefgh", "length", 8),
+        (["x = 5", "\n", "```", "\nprint"], ["```"], 0, "x = 5\n", "stop", 3),  # a stop cut
+        (["Hi", "<|im_", "end|>", "x"], None, 0, "Hi", "stop", 3),  # the chat template's stop
+        (["x = 2", " + 3", None], None, 3, "x = 2 + 3", "stop", 2),  # a draft model ran ahead
+        (["a", "b", "c", "d", "e", "f", "g", "h", "i"], None, 1, "abcdefgh", "length", 8),
+    ],
+)
+def test_a_streamed_miss_is_the_whole_calls_text_with_its_token_counts(
+    tokens, stop, drafted, text, finish, completion_tokens
+):
+    pieces: list[str] = []
+    out = streamed(FakeLlama(5, tokens, drafted), {**MISS, "stop": stop}, pieces.append)
+    whole = FakeLlama(5, tokens).create_chat_completion(**MISS, stop=stop)
+    assert "".join(pieces) == out["choices"][0]["message"]["content"] == text
+    assert whole["choices"][0]["message"]["content"] == text
+    assert out["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"] == finish
+    assert out["usage"] == whole["usage"]
+    assert out["usage"] == {
+        "prompt_tokens": 5 + 2 * 4,  # the prompt as the chat template renders it
+        "completion_tokens": completion_tokens,
+        "total_tokens": 5 + 2 * 4 + completion_tokens,
+    }
+
+
+def test_a_streamed_miss_whose_reader_fails_lets_the_model_go():
+    llm = FakeLlama(5, ["x", " = ", "2", None])
+
+    def reader_gone(piece: str) -> None:
+        raise ConnectionError("the client left")
+
+    with pytest.raises(ConnectionError):
+        streamed(llm, MISS, reader_gone)
+    assert llm.let_go
