@@ -30,6 +30,7 @@ from minicache.answers import (
 )
 from minicache.build.admission import Admission, observed_route, request_cost
 from minicache.build.builder import Builder
+from minicache.build.join import GroupJoiner
 from minicache.build.merge import GroupMerger
 from minicache.build.queue import BuildQueue
 from minicache.config.engine import EngineConfig
@@ -133,6 +134,7 @@ class MiniCache:
         )
         self.builds = BuildQueue(self.builder, self._worker, self.config)
         self.merges = GroupMerger(self.builder, self.router, self._worker.submit)  # merge_groups
+        self.joins = GroupJoiner(self.merges, self.sandbox)  # a group without entry joins one
         self.steps = StepCache(target, self.store, steps_embedder, self.config.step)
 
     @classmethod
@@ -290,6 +292,7 @@ class MiniCache:
             return result
         if not no_store:
             self.builds.maybe_build(tenant, decision.group_id)
+            self.joins.after_miss(tenant, decision.group_id)  # on the build worker
         result.similarity = decision.similarity
         if fallback_reason:
             result.route, result.fallback_reason = Route.FALLBACK, fallback_reason

@@ -24,7 +24,9 @@ its computation), and only when both entries read requests after the same shared
 exemplar learned after one boilerplate does not read a request that keeps another).
 
 Merging is ``EngineConfig.merge_groups``; the engine runs it on the build worker after each
-successful build (it listens for the build's event), and records a ``merge`` event.
+successful build (it listens for the build's event), and records a ``merge`` event. A group without
+an entry joins an entry's group by the same steps (:meth:`GroupMerger.fold`), on its examples' lifted
+programs (:mod:`minicache.build.join`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from minicache.build.builder import Builder
@@ -43,7 +46,7 @@ from minicache.events import Event
 from minicache.hit.align import same_value
 from minicache.hit.profile import check_exemplar
 from minicache.hit.rules import apply_rule
-from minicache.programs.computation import ParameterNaming, computation_of
+from minicache.programs.computation import Computation, ParameterNaming, computation_of
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
 from minicache.store.base import Entry, Example, new_id
@@ -60,15 +63,28 @@ Pair = tuple[str, dict[str, Any]]  # (request text after the shared prefix, valu
 def role_map(merged: Entry, survivor: Entry) -> dict[str, str] | None:
     """The merged entry's parameter names mapped to the survivor's, where the two programs are one
     computation and each parameter keeps its type; else None."""
-    ours = computation_of(survivor.program, ParameterNaming.BY_USE)
-    theirs = computation_of(merged.program, ParameterNaming.BY_USE)
+    return parameter_map(
+        computation_of(merged.program, ParameterNaming.BY_USE),
+        {v.name: v.type for v in merged.template},
+        computation_of(survivor.program, ParameterNaming.BY_USE),
+        {v.name: v.type for v in survivor.template},
+    )
+
+
+def parameter_map(
+    theirs: Computation | None,
+    their_types: dict[str, str],
+    ours: Computation | None,
+    our_types: dict[str, str],
+) -> dict[str, str] | None:
+    """Their parameter names mapped to ours (each program's parameters with their types), where
+    the two are one computation and each parameter keeps its type; else None."""
     if ours is None or theirs is None or ours.shape != theirs.shape:
         return None
     names = dict(zip(theirs.roles, ours.roles, strict=True))
-    types = {v.name: v.type for v in survivor.template}
-    if {v.name for v in merged.template} != set(names) or set(types) != set(names.values()):
+    if set(their_types) != set(names) or set(our_types) != set(names.values()):
         return None
-    if any(types[names[v.name]] != v.type for v in merged.template):
+    if any(our_types[names[name]] != kind for name, kind in their_types.items()):
         return None
     return names
 
@@ -138,6 +154,26 @@ def rules_reading_right(rules: dict[str, Any], pairs: list[Pair]) -> dict[str, A
     return kept
 
 
+class MergeBasis(Enum):
+    """What showed the merged group to be the survivor's computation."""
+
+    ENTRIES = "entries"  # its own active entry's program (after its build)
+    PROGRAMS = "programs"  # its examples' lifted programs (a group without an entry joins)
+
+
+@dataclass(frozen=True)
+class Fold:
+    """What a merged group brings to the survivor's entry, read under both groups' leases."""
+
+    names: dict[str, str]  # the merged group's parameter names -> the survivor's
+    # its profile: under its own names (ENTRIES), or already the survivor's (PROGRAMS: its examples
+    # may each have named their parameters otherwise)
+    profile: dict[str, Any]
+    pairs: list[Pair]  # its examples under the survivor's names
+    basis: MergeBasis
+    entry_id: str | None = None  # its active entry, if it had one
+
+
 class GroupMerger:
     """Merges groups whose entries are one computation, after each successful build."""
 
@@ -159,7 +195,12 @@ class GroupMerger:
         build worker."""
         if event.get("event") != "build" or not event.get("ok"):
             return
-        future = self.submit(self.after_build, str(event["tenant"]), str(event["group"]))
+        self.schedule(self.after_build, str(event["tenant"]), str(event["group"]))
+
+    def schedule(self, merge: Callable[..., Any], *args: Any) -> None:
+        """Run ``merge(*args)`` on the build worker, behind the builds queued before it; ``wait``
+        waits for it."""
+        future = self.submit(merge, *args)
         with self._lock:
             self._futures = [f for f in self._futures if not f.done()] + [future]
 
@@ -208,33 +249,60 @@ class GroupMerger:
         """Merge group ``merged_id`` into ``survivor_id`` (both with active entries of one
         computation), under both groups' build leases; returns the ``merge`` event, or None where
         a lease could not be had or an entry changed meanwhile."""
+
+        def plan(survivor: Entry) -> Fold | None:
+            merged = self.store.active_entry(tenant, merged_id)
+            names = role_map(merged, survivor) if merged else None
+            if merged is None or names is None:
+                return None
+            return Fold(
+                names,
+                merged.validation.get("profile") or {},
+                _pairs(self.store.examples(tenant, merged_id), merged, names),
+                MergeBasis.ENTRIES,
+                merged.id,
+            )
+
+        return self.fold(tenant, survivor_id, merged_id, plan)
+
+    def fold(
+        self, tenant: str, survivor_id: str, merged_id: str, plan: Callable[[Entry], Fold | None]
+    ) -> Event | None:
+        """The merge's steps, under both groups' build leases: ``plan`` reads what the merged group
+        brings once the leases are held (None: nothing is merged), then its examples are copied,
+        the survivor's entry gets its next version, and the merged group is forgotten and deleted.
+        Returns the ``merge`` event, or None where a lease could not be had or nothing was planned."""
         held = [g for g in (survivor_id, merged_id) if self._lease(tenant, g)]
         try:
             if len(held) < 2:
                 return None
             survivor = self.store.active_entry(tenant, survivor_id)
-            merged = self.store.active_entry(tenant, merged_id)
-            names = role_map(merged, survivor) if survivor and merged else None
-            if survivor is None or merged is None or names is None:
+            fold = plan(survivor) if survivor is not None else None
+            if survivor is None or fold is None:
                 return None
             same = {v.name: v.name for v in survivor.template}
             ours = _pairs(self.store.examples(tenant, survivor_id), survivor, same)
-            theirs = _pairs(self.store.examples(tenant, merged_id), merged, names)
             copied = self._copy_examples(tenant, merged_id, survivor_id)
             validation = dict(survivor.validation)
             validation["profile"] = merged_profile(
                 survivor.validation.get("profile") or {},
-                merged.validation.get("profile") or {},
-                names,
+                fold.profile,
+                {} if fold.basis is MergeBasis.PROGRAMS else fold.names,
                 ours,
-                theirs,
+                fold.pairs,
             )
-            note = {"group": merged_id, "entry": merged.id, "names": names, "at": time.time()}
+            note = {
+                "group": merged_id,
+                "entry": fold.entry_id,
+                "names": fold.names,
+                "basis": fold.basis.value,
+                "at": time.time(),
+            }
             validation["merged"] = [*validation.get("merged", []), note]
             entry = replace(
                 survivor,
                 id=new_id("ent"),
-                rules=rules_reading_right(survivor.rules, theirs),
+                rules=rules_reading_right(survivor.rules, fold.pairs),
                 validation={**validation, "revised_from": survivor.id},
             )
             self.store.put_entry(entry)
@@ -253,7 +321,8 @@ class GroupMerger:
             "merged": merged_id,
             "entry": entry.id,
             "examples": copied,
-            "names": names,
+            "names": fold.names,
+            "basis": fold.basis.value,
         }
         self.events.append(event)
         return event

@@ -157,8 +157,10 @@ class EngineConfig:
     # how long a build may hold its group's lease before others may take over
     build_lease_s: float = 600.0
     # After a build, groups whose entries are one computation up to parameter names merge into the
-    # oldest (minicache.build.merge). Off: it changes which exemplars read a request wherever two
-    # computations share a program (a / b), which no benchmark run has measured (docs/routing.md).
+    # oldest (minicache.build.merge); after a miss, a group without an entry whose examples are an
+    # entry's computation joins that entry's group (minicache.build.join). Off: it changes which
+    # exemplars read a request wherever two computations share a program (a / b), which no
+    # benchmark run has measured (docs/routing.md).
     merge_groups: bool = False
     max_question_chars: int = 32_000
     max_context_chars: int = 200_000

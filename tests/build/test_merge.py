@@ -13,7 +13,7 @@ from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.models import FakeBackend, GenerationOptions, Message
 from minicache.programs.computation import computation_of
-from minicache.store import SQLiteStore
+from minicache.store import Example, SQLiteStore, new_id
 
 COOKIES = Domain(
     name="cookies",
@@ -94,8 +94,10 @@ def make(tmp_path, sandbox):
         engine.close()
 
 
-def served(engine: MiniCache, story: Domain, values: tuple[int, int]) -> Any:
-    result = engine.solve(story.ask(*values))
+def served(
+    engine: MiniCache, story: Domain, values: tuple[int, int], tenant: str = "default"
+) -> Any:
+    result = engine.solve(story.ask(*values), tenant=tenant)
     assert result.answer == pytest.approx(story.answer(*values)), result
     return result
 
@@ -108,6 +110,24 @@ def build(engine: MiniCache, story: Domain) -> str:
     group = groups.pop()
     assert any(e["event"] == "build" and e["ok"] and e["group"] == group for e in engine.events)
     return group
+
+
+def build_apart(
+    engine: MiniCache, stories: tuple[Domain, ...], tenant: str = "default"
+) -> list[str]:
+    """Two misses of each story while no group has an entry, then a third of each, which builds
+    its group's entry: each story is built in its own group (while one story has an entry, another
+    story's miss of its computation joins it instead). Returns the groups, in order."""
+    groups: list[set[str]] = [set() for _ in stories]
+    for values in VALUES[:3]:
+        for story, seen in zip(stories, groups, strict=True):
+            seen.add(served(engine, story, values, tenant).group)
+            engine.wait_for_builds()
+    assert all(len(seen) == 1 for seen in groups)
+    built = [seen.pop() for seen in groups]
+    builds = {e["group"] for e in engine.events if e["event"] == "build" and e["ok"]}
+    assert set(built) <= builds
+    return built
 
 
 def merges(engine: MiniCache) -> list[dict[str, Any]]:
@@ -159,8 +179,7 @@ def test_a_parameter_the_program_never_uses_has_no_role_to_match():
 
 def test_two_stories_of_one_subtraction_merge_and_the_newer_storys_requests_hit_the_survivor(make):
     engine, small = make(merge_groups=True)
-    cookies = build(engine, COOKIES)
-    marbles = build(engine, MARBLES)
+    cookies, marbles = build_apart(engine, (COOKIES, MARBLES))
     assert cookies != marbles
 
     # the newer group's examples are the older group's now, and the newer group is gone
@@ -172,6 +191,7 @@ def test_two_stories_of_one_subtraction_merge_and_the_newer_storys_requests_hit_
     assert [e.group_id for e in store.list_entries("default", "active")] == [cookies]
     (event,) = merges(engine)
     assert event["group"] == cookies and event["merged"] == marbles and event["examples"] == 3
+    assert event["basis"] == "entries"
     assert event["names"] == {"marbles": "cookies", "taken": "eaten"}
     entry = store.active_entry("default", cookies)
     assert entry is not None and entry.id == event["entry"]
@@ -189,10 +209,7 @@ def test_two_stories_of_one_subtraction_merge_and_the_newer_storys_requests_hit_
 
 def test_a_build_event_names_its_tenant_and_the_merge_it_prompts_runs_in_that_tenant(make):
     engine, _ = make(merge_groups=True)
-    groups = []
-    for story in (COOKIES, MARBLES):
-        groups.append({engine.solve(story.ask(*v), tenant="acme").group for v in VALUES[:3]}.pop())
-        engine.wait_for_builds()
+    groups = build_apart(engine, (COOKIES, MARBLES), tenant="acme")
     builds = [e for e in engine.events if e["event"] == "build" and e["ok"]]
     assert [(e["tenant"], e["group"]) for e in builds] == [("acme", g) for g in groups]
     assert [g.id for g in engine.store.list_groups("acme")] == [groups[0]]
@@ -216,3 +233,93 @@ def test_with_merging_off_one_computations_groups_stay_apart(make):
     assert {g.id for g in engine.store.list_groups("default")} == {cookies, marbles}
     assert merges(engine) == []
     assert served(engine, MARBLES, VALUES[3]).group == marbles
+
+
+# -- a group without an entry joins the entry of its computation --------------------------------
+
+
+def test_a_new_storys_first_miss_joins_the_entry_of_its_computation_and_its_next_request_hits(make):
+    engine, small = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+
+    first = served(engine, MARBLES, VALUES[0])  # one miss: too few for a build of its own
+    assert first.route == "miss" and first.group != cookies
+    engine.wait_for_builds()
+    store = engine.store
+    assert [g.id for g in store.list_groups("default")] == [cookies]
+    assert sum("marbles" in x.question for x in store.examples("default", cookies)) == 1
+    (event,) = merges(engine)
+    assert (event["group"], event["merged"], event["examples"]) == (cookies, first.group, 1)
+    assert event["basis"] == "programs" and event["names"] == {
+        "marbles": "cookies",
+        "taken": "eaten",
+    }
+    entry = store.active_entry("default", cookies)
+    assert entry is not None and entry.id == event["entry"]
+    assert [(m["group"], m["entry"]) for m in entry.validation["merged"]] == [(first.group, None)]
+
+    # the story's second request routes to the entry's group and hits, read by the exemplar the
+    # joined example taught the entry (the small model is not asked)
+    small.mode = "raise"
+    hit = served(engine, MARBLES, VALUES[1])
+    assert (hit.route, hit.group, hit.entry_id) == ("hit", cookies, entry.id)
+    assert hit.variables == {"cookies": VALUES[1][0], "eaten": VALUES[1][1]}
+
+
+def test_a_miss_of_another_computation_does_not_join(make):
+    engine, _ = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+    pages = served(engine, PAGES, VALUES[0]).group
+    engine.wait_for_builds()
+    assert {g.id for g in engine.store.list_groups("default")} == {cookies, pages}
+    assert merges(engine) == []
+    assert served(engine, PAGES, VALUES[1]).route == "miss"
+
+
+def test_with_merging_off_a_miss_of_the_same_computation_does_not_join(make):
+    engine, _ = make()
+    cookies = build(engine, COOKIES)
+    marbles = served(engine, MARBLES, VALUES[0]).group
+    engine.wait_for_builds()
+    assert {g.id for g in engine.store.list_groups("default")} == {cookies, marbles}
+    assert merges(engine) == []
+    again = served(engine, MARBLES, VALUES[1])
+    assert (again.route, again.group) == ("miss", marbles)
+
+
+def test_an_example_whose_program_does_not_run_to_its_answer_never_joins(make):
+    """An example's recorded answer is what joins it: one its program does not compute in the
+    sandbox (as an imported example may hold) keeps its group apart, though its program's shape is
+    the entry's computation."""
+    engine, _ = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+    question = MARBLES.ask(*VALUES[0])
+    store = engine.store
+    store.ensure_group("default", "grp_imported")
+    store.add_example(
+        Example(
+            id=new_id("ex"),
+            tenant="default",
+            group_id="grp_imported",
+            question=question,
+            context=None,
+            program=MARBLES.plain_program(numbers_in(question)),
+            answer=MARBLES.answer(*VALUES[0]) + 1,
+            variables={"marbles": VALUES[0][0], "taken": VALUES[0][1]},
+        )
+    )
+    assert engine.joins.join("default", "grp_imported") is None
+    assert {g.id for g in store.list_groups("default")} == {cookies, "grp_imported"}
+    assert merges(engine) == []
+
+
+def test_an_evicted_entry_leaves_the_index_and_takes_no_group_in(make):
+    engine, _ = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+    served(engine, PAGES, VALUES[0])  # a look at the index: it now knows the cookies entry
+    engine.wait_for_builds()
+    assert engine.invalidate(group=cookies) == 1
+    marbles = served(engine, MARBLES, VALUES[0]).group
+    engine.wait_for_builds()
+    assert engine.store.get_group("default", marbles) is not None
+    assert merges(engine) == []
