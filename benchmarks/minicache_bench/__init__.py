@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from minicache.config.engine import AdmissionConfig
 from minicache.miss.prompts import plain_pot_messages
 from minicache_bench.baselines import Method
 from minicache_bench.data import SEEDED, BenchRequest, load, pad_context, select
+from minicache_bench.engine_options import option_values, refuse_other_options
 from minicache_bench.methods import (
     METHODS,
     RESULTS_FORMAT,
@@ -64,6 +66,7 @@ def run_benchmark(
     background_builds: bool = True,
     admission: AdmissionConfig | None = None,
     interleave: bool = False,
+    engine_options: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run each method over the same shuffled stream and write results.json, requests.jsonl, report.md, plots.
 
@@ -78,6 +81,8 @@ def run_benchmark(
     apart, each starting without the other's prompt in the models' KV cache. minicache's background
     builds wait while another method serves (the benchmark holds the compute lock); throughput and
     padded requests still go method by method, after the stream.
+    ``engine_options``: ``KEY=VALUE`` options of minicache's engine (``minicache_bench.engine_options``),
+    recorded in results.json's config as each key and the value it took (``engine_options``).
 
     A rerun with a larger ``limit`` continues the stream (a long run in chunks, e.g.
     ``scripts/bench_chunks.sh``): rows already recorded are read back, and minicache's admission
@@ -89,6 +94,8 @@ def run_benchmark(
 
     methods = [canonical(m) for m in methods]
     subset = {canonical(k): v for k, v in (subset or {}).items()}
+    options = option_values(engine_options)
+    refuse_other_options([out], options)  # rows from two engines would be one method's stream
 
     out.mkdir(parents=True, exist_ok=True)
     if dataset in SEEDED:  # generated per seed, already in stream order
@@ -133,6 +140,7 @@ def run_benchmark(
             "command": command,
             "background_builds": background_builds,
             "interleave": interleave,
+            "engine_options": options,
             "tolerance": "math.isclose(rel_tol=1e-3, abs_tol=0.01)",
             "target": getattr(target, "name", "?"),
             "small": getattr(small, "name", "?"),
@@ -164,6 +172,7 @@ def run_benchmark(
             use_group_labels,
             background_builds,
             admission,
+            engine_options,
         )
         requests = stream[: subset[name]] if subset and name in subset else stream
         recorded = read_done(requests_path)

@@ -142,6 +142,18 @@ def bench_spec(prompts: int, max_tokens: int, draft_k: int, as_json: bool) -> No
     "timer, are in its row (waited_s).",
 )
 @click.option(
+    "--engine-option",
+    "engine_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set an option of the minicache method's engine (a field of minicache.engine.EngineConfig; "
+    "nested tables with dots: verify.min_margin=1.5), checked as `minicache serve --engine-option` "
+    "checks it; repeatable. It overrides the benchmark's own settings (background builds, "
+    "MINICACHE_AUDIT_RATE, admission) only for the keys it names; the config file's [engine] and "
+    "MINICACHE_ENGINE_* set nothing here. Recorded in results.json (config.engine_options) and "
+    "the report's title; a rerun into the same --out must give the same options.",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -165,6 +177,7 @@ def bench(
     use_group_labels: bool,
     inline_builds: bool,
     interleave: bool,
+    engine_options: tuple[str, ...],
     out_dir: str,
 ) -> None:
     """Compare MiniCache with PoT and other caches on one stream; write one report.
@@ -185,10 +198,14 @@ def bench(
     scored by the task check (the requested final line with the right solution, or exactly the
     required JSON keys, types and values) and the stitched-output integrity check (every equation
     in every step holds; the whole response is one JSON object). Ratios are then to no-reuse.
+
+    --engine-option KEY=VALUE measures the minicache method with an engine mechanism that is off by
+    default (e.g. --engine-option merge_groups=true); the report's title names the options given.
     """
     from pathlib import Path
 
     from minicache_bench import METHODS, run_seeds
+    from minicache_bench.engine_options import minicache_config, option_values, refuse_other_options
     from minicache_bench.splits import split_error
 
     refused = split_error(dataset) if split else None
@@ -221,6 +238,9 @@ def bench(
         ints(concurrency, "--concurrency"),
         ints(pad_context, "--pad-context"),
     )  # before models load
+    minicache_config(engine_options, background_builds=not inline_builds)  # a bad option: one line
+    folders = [Path(out_dir), *(Path(out_dir) / f"seed{s}" for s in seeds)]  # run_seeds' folders
+    refuse_other_options(folders, option_values(engine_options))
     click.echo("loading models...", err=True)
     target, small = runtime.backends()
     embedder = (
@@ -246,6 +266,7 @@ def bench(
         command="minicache " + " ".join(sys.argv[1:]),
         background_builds=not inline_builds,
         interleave=interleave,
+        engine_options=engine_options,
     )
     click.echo(open(f"{out_dir}/report.md").read())
     del results

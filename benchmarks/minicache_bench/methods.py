@@ -28,8 +28,8 @@
 
 from __future__ import annotations
 
-import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from minicache.build.admission import observed_route, request_cost
@@ -49,6 +49,7 @@ from minicache_bench.baselines import (
     PoT,
 )
 from minicache_bench.data import BenchRequest, parse_action
+from minicache_bench.engine_options import minicache_config
 
 
 def _outcome(ok: Any) -> bool | None:
@@ -291,8 +292,11 @@ def build_method(
     use_group_labels: bool = False,
     background_builds: bool = True,
     admission: AdmissionConfig | None = None,
+    engine_options: Sequence[str] = (),
 ) -> Method:
     """``admission``: minicache's build admission (default: ``AdmissionConfig()``, as in serving).
+    ``engine_options``: ``KEY=VALUE`` engine options over minicache's own settings
+    (``minicache_bench.engine_options``; a key they set overrides ``background_builds`` or ``admission``).
     ``embedder`` (a test's fake) replaces every method's; None gives minicache its configured
     routing embedder and the baselines and StepCache the MiniLM sentence embedding they were
     written for (GPTCache and GenCache compare sentence embeddings)."""
@@ -317,19 +321,13 @@ def build_method(
     if name == "gencache-like":
         return GenCacheLike(pot, target, sandbox, embedder or shared_embedder())
     if name == "minicache":
-        # No audits unless asked for (MINICACHE_AUDIT_RATE): they would add target calls to the stream.
-        # Builds run in the background as in serving, while the stream continues.
+        # Builds run in the background as in serving, while the stream continues; no audits
+        # unless MINICACHE_AUDIT_RATE asks for them (minicache_config).
+        config = minicache_config(
+            engine_options, background_builds=background_builds, admission=admission
+        )
         engine = MiniCache(
-            target,
-            small,
-            store_path,
-            embedder=embedder,
-            sandbox=sandbox,
-            config=EngineConfig(
-                background_builds=background_builds,
-                audit_rate=float(os.environ.get("MINICACHE_AUDIT_RATE", "0")),
-                admission=admission or AdmissionConfig(),
-            ),
+            target, small, store_path, embedder=embedder, sandbox=sandbox, config=config
         )
         return MiniCacheMethod(engine, use_group_labels)
     if name == "no-reuse":

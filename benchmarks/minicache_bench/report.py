@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from minicache_bench.engine_options import options_title
+from minicache_bench.runner import percentile, route_breakdown, same_requests
 from minicache_bench.stats import RESAMPLES, SEED, bootstrap_mean_ci, request_key
 
 
@@ -18,9 +20,10 @@ def reference(methods: dict[str, Any]) -> str | None:
 
 
 def _title(config: dict[str, Any]) -> str:
-    """The dataset, and its split where the run used one (``--split``)."""
-    split = config.get("split")
-    return f"{config['dataset']}, {split} split" if split else config["dataset"]
+    """The dataset, its split where the run used one (``--split``), and minicache's engine options
+    where the run gave some (``--engine-option``)."""
+    split, dataset = config.get("split"), config["dataset"]
+    return (f"{dataset}, {split} split" if split else dataset) + options_title(config)
 
 
 def _builds(config: dict[str, Any]) -> list[str]:
@@ -185,8 +188,6 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
                     f"{lat['p50']:.2f}s | {lat['p95']:.2f}s | {m['tokens']['target']:,} |"
                 )
     if ref_name and rows.get(ref_name):
-        from minicache_bench.runner import same_requests
-
         paired = (results.get("paired") or {}).get("methods", {})
         lines += [
             "",
@@ -211,8 +212,6 @@ def write_report(out: Path, results: dict[str, Any], rows: dict[str, list[dict[s
                 f"{c['measured']} |"
             )
     if rows.get("minicache") and ref_name == "pot":
-        from minicache_bench.runner import route_breakdown
-
         lines += [
             "",
             "## Where minicache's time and errors go (by route; pot on the same requests)",
@@ -280,8 +279,6 @@ def cache_rates(
 ) -> list[dict[str, Any]]:
     """cache_error_rate and cache_gain_rate of a method's hits against pot on the same requests, for
     all its hits and per extraction path (rule, align, choice, free) where rows name one."""
-    from minicache_bench.runner import percentile
-
     base = {request_key(r): r for r in pot}
     hits = [r for r in rows if r["route"] == "hit" and request_key(r) in base]
     if not hits:
