@@ -135,6 +135,19 @@ def test_a_row_that_names_its_entry_is_read_with_that_version_even_when_supersed
     assert reverify.tally(rereads, "on")["needs_model"] == 1
 
 
+def test_a_row_naming_an_entry_the_store_lacks_counts_as_no_entry_not_as_found_by_id(
+    run: Path,
+) -> None:
+    rows = [
+        hit("assets-first", True, READ_IN_ORDER, entry_id="ent_rules"),
+        hit("liabilities-first", True, READ_IN_ORDER, entry_id="ent_gone"),
+    ]
+    (run / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rereads, coverage = reverify.reverify(run, TEXTS)
+    assert coverage == {"entry found by id": 1, "no entry": 1}
+    assert [r.entry_id for r in rereads] == ["ent_rules"]
+
+
 def test_a_hit_read_as_other_values_than_the_row_served_is_counted_apart(run: Path) -> None:
     rows = [hit("assets-first", True, SWAPPED, entry_id="ent_rules")]
     (run / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

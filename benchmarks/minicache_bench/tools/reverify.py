@@ -128,9 +128,11 @@ class EntryFinder:
     def __call__(self, row: dict[str, Any]) -> Entry | None:
         detail = row.get("detail") or {}
         named = detail.get("entry_id")
-        if named:
-            self.found_by["id"] += 1
-            return self.by_id.get(named)
+        if named:  # a version the store no longer holds is no entry, not one found by id
+            found = self.by_id.get(named)
+            if found is not None:
+                self.found_by["id"] += 1
+            return found
         started = row.get("started_at")
         for e in self.by_group.get(detail.get("group") or "", []):
             # A replaced version's updated_at is when the next one replaced it.
