@@ -25,7 +25,7 @@ from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.server import ServerConfig, create_app
 from minicache.server.dashboard.routes import COOKIE
-from minicache.server.dashboard.tracker import Tracker
+from minicache.server.dashboard.tracker import StoredTenants, Tracker
 from minicache.server.testing import BackgroundServer
 from minicache.store import SQLiteStore
 
@@ -405,18 +405,41 @@ def test_a_new_tracker_on_the_same_store_shows_the_history_of_the_one_before(tmp
     assert again.series(["a"], "minute", 61, now=T0 + 3610)[0][1]["requests"] == 6
 
 
-def test_the_tracker_keeps_only_the_minutes_and_hours_it_shows(tmp_path):
+def test_the_tracker_keeps_the_minutes_it_shows_and_the_one_their_oldest_follows(tmp_path):
     store = SQLiteStore(tmp_path / "store.db")
     tracker = Tracker(_Engine(store), lambda: ["a"], lambda tenant: 0.0, minutes=3, hours=2)
     for i in range(6):
         _count(store, "a", requests=i)
         tracker.sample(T0 + 60 * i)
-    assert len(store.history("a", "minute", 0)) == 3
+    assert len(store.history("a", "minute", 0)) == 4
+    # one request a minute: the oldest minute shown counts its own, not none
     assert [v["requests"] for _, v in tracker.series(["a"], "minute", 3, now=T0 + 300)] == [
-        0,
+        1,
         1,
         1,
     ]
+
+
+def test_the_store_tenants_are_read_at_most_once_a_minute():
+    store = SQLiteStore(":memory:")
+    store.ensure_group("a", "g1")
+    reads: list[list[str]] = []
+
+    def read() -> list[str]:
+        reads.append(store.tenants())
+        return reads[-1]
+
+    clock = [100.0]
+    stored = StoredTenants(read, max_age_s=60.0, clock=lambda: clock[0])
+    tracker = Tracker(_Engine(store), stored, lambda tenant: 0.0)
+    tracker.sample(T0)
+    store.ensure_group("b", "g2")
+    clock[0] += 55
+    tracker.sample(T0 + 5)
+    assert len(reads) == 1 and tracker.sampled_tenants == ["a"]
+    clock[0] += 5  # a minute since the read: the new tenant is listed
+    tracker.sample(T0 + 10)
+    assert len(reads) == 2 and tracker.sampled_tenants == ["a", "b"]
 
 
 def test_the_overview_shows_the_requests_of_the_server_that_ran_before_on_the_store(make, tmp_path):

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse
 
 from minicache.server.auth import DEFAULT_TENANT
 from minicache.server.dashboard import views
-from minicache.server.dashboard.tracker import Tracker
+from minicache.server.dashboard.tracker import StoredTenants, Tracker
 from minicache.server.errors import ApiError
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class Dashboard:
     def create(cls, server: ServerState) -> Dashboard:
         tracker = Tracker(
             server.engine,
-            functools.partial(known_tenants, server),
+            functools.partial(known_tenants, server, StoredTenants(server.engine.store.tenants)),
             functools.partial(views.saved_tokens, server.metrics),
         )
         try:
@@ -116,10 +116,10 @@ class Dashboard:
         return Viewer(who.tenant, who.admin)
 
 
-def known_tenants(server: ServerState) -> list[str]:
-    """Every tenant with data in the store (those of earlier runs too), every tenant an API key
-    maps to, and those this server has served, sorted."""
-    return sorted(set(server.tenants()) | set(server.engine.store.tenants()))
+def known_tenants(server: ServerState, stored: Callable[[], Iterable[str]]) -> list[str]:
+    """Every tenant with data in the store (those of earlier runs too: ``stored``, read at most once
+    a minute), every tenant an API key maps to, and those this server has served, sorted."""
+    return sorted(set(server.tenants()) | set(stored()))
 
 
 def dashboard_of(request: Request) -> Dashboard:

@@ -43,6 +43,34 @@ class Event:
     detail: str = ""
 
 
+class StoredTenants:
+    """The store's tenants (``Store.tenants``, a union over three tables), read at most once per
+    ``max_age_s``: the sampler asks every few seconds on every replica, and a tenant new to the
+    store only has to be listed within a minute. A read that fails is not kept: the next call reads
+    again."""
+
+    def __init__(
+        self,
+        read: Callable[[], Iterable[str]],
+        max_age_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.read, self.max_age_s, self.clock = read, max_age_s, clock
+        self._tenants: list[str] = []
+        self._read_at: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> list[str]:
+        now = self.clock()
+        with self._lock:
+            if self._read_at is not None and now - self._read_at < self.max_age_s:
+                return list(self._tenants)
+        tenants = list(self.read())  # the store read outside the lock
+        with self._lock:
+            self._tenants, self._read_at = tenants, now
+        return list(tenants)
+
+
 def increments(rows: dict[int, dict[str, tuple[float, float]]]) -> dict[int, dict[str, float]]:
     """Each stored bucket's increments (see :mod:`minicache.store.history`): a level's highest
     reading less the highest of the latest bucket before it that has one, or less its own lowest
@@ -136,7 +164,8 @@ class Tracker:
             store.record_history(*write)
         if prune:  # once a minute: the buckets past what is kept
             for unit, width in UNITS.items():
-                store.prune_history(unit, _bucket(now, unit) - width * (self._keep[unit] - 1))
+                # the shown ones and the one before them, whose highest the oldest shown follows
+                store.prune_history(unit, _bucket(now, unit) - width * self._keep[unit])
         for raw in fresh:  # tenant look-ups read the store: outside the lock
             owner = self._owner(raw, tenants)
             with self._lock:
