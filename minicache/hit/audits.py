@@ -6,9 +6,9 @@ served hit (or a probation attempt) by the miss path too and records whether the
 (:func:`wilson_upper`) exceeds delta serves no model-chosen hit (:func:`demoted`) until agreeing
 audits bring the bound back under delta. Where routing has not shown that it keeps a tenant's
 computations apart (word problems that share words, not computations), a new entry's first hit
-attempts are answered by the miss path and compared before it serves any (:func:`on_probation`).
-How many, and what share of an entry's hits is audited, the entry's own record decides
-(:mod:`minicache.hit.scrutiny`).
+attempts are answered by the miss path and compared before it serves any (:func:`on_probation`);
+once passed, a probation is over for good. How many, and what share of an entry's hits is audited,
+the entry's own record decides (:mod:`minicache.hit.scrutiny`).
 """
 
 from __future__ import annotations
@@ -51,9 +51,12 @@ def _record_unproven(counters: dict[str, int], config: VerifyConfig) -> bool:
 def on_probation(
     entry: Entry, config: VerifyConfig, counters: Callable[[], dict[str, int]] | None = None
 ) -> bool:
-    """An entry built on probation that has not yet had as many agreeing comparisons as its record
-    asks for (:func:`minicache.hit.scrutiny.probation_length`: ``probation``, more after a
-    contradiction).
+    """An entry built on probation that has not yet had as many agreeing comparisons as its stored
+    record asks for (:func:`minicache.hit.scrutiny.probation_length`: ``probation``, more for each
+    contradiction its validation holds). That length never changes and agreeing comparisons only
+    grow, so once an entry has passed it never goes back on probation: what disagrees with it in
+    service raises its audit share, and an audit that catches a zero-model hit wrong counts as its
+    failure (:meth:`minicache.hit.path.HitPath.audit`).
 
     An entry put on probation only because its tenant's record was not yet established
     (``"record"``) is released as soon as ``counters()`` (the tenant's record, read only then) shows

@@ -292,10 +292,11 @@ class HitPath:
         length: int,
     ) -> None:
         """A comparison made while ``entry`` was on probation (``length`` agreeing comparisons long,
-        from its record: minicache.hit.scrutiny.probation_length): its last agreeing one passes it, a
-        disagreeing one evicts it, with the request recorded for the group's next build (which must
-        answer it as the miss path did). Each outcome goes into the tenant's probation record, which
-        decides whether its next entries start on probation (minicache.hit.audits.needs_probation)."""
+        fixed by its stored record: minicache.hit.scrutiny.probation_length): its last agreeing one
+        passes it for good, a disagreeing one evicts it, with the request recorded for the group's
+        next build (which must answer it as the miss path did). Each entry's outcome goes once into
+        the tenant's probation record, which decides whether its next entries start on probation
+        (minicache.hit.audits.needs_probation)."""
         if agreed and (agreements < length or disagreements):
             return  # not yet passed, or failed by an earlier comparison
         if not agreed and disagreements > 1:  # failed by an earlier comparison: counted once

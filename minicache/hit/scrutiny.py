@@ -6,9 +6,10 @@ nobody tuned on, the entries that went wrong were those whose readings rested on
 learned from two or three examples, the small model's choice) and nothing independent caught them;
 entries with a long record of agreeing audits, meanwhile, keep paying for audits that find nothing.
 So each entry's record is read as *doubts* (:class:`Doubt`): evidence that something about it
-disagreed (a contradiction), or that its readings rest on thin evidence. Contradictions lengthen a
-probation; every doubt raises the audit share; agreeing audits lower it, through the Wilson upper
-bound on the entry's failure rate, down to a floor once that bound is under the bar.
+disagreed (a contradiction), or that its readings rest on thin evidence. The contradictions its
+stored record holds lengthen its probation; every doubt raises the audit share; agreeing audits
+lower it, through the Wilson upper bound on the entry's failure rate, down to a floor once that bound
+is under the bar.
 
 The configured values stay the priors and bounds (:class:`~minicache.config.engine.VerifyConfig`,
 ``EngineConfig.audit_rate``): an entry without doubts and without audits gets exactly them.
@@ -45,9 +46,11 @@ class Doubt(StrEnum):
     MODEL_CHOICE = "model-choice"  # this hit's values were chosen by the small model
 
 
-CONTRADICTIONS = frozenset(
-    {Doubt.VALIDATION, Doubt.SAMPLES, Doubt.DISAGREED, Doubt.REFUSED, Doubt.REVISED}
-)
+# The contradictions an entry's ``validation`` holds, written when the entry is stored and never
+# changed: they size its probation (:func:`probation_length`). The others (``disagreed``,
+# ``refused``) are found while it serves, so never during a probation: they raise its audit share
+# only.
+STORED_CONTRADICTIONS = frozenset({Doubt.VALIDATION, Doubt.SAMPLES, Doubt.REVISED})
 
 
 def wilson_upper(failures: int, n: int, z: float) -> float:
@@ -113,17 +116,23 @@ def doubts(entry: Entry, build_after: int, method: str | None = None) -> Counter
 def probation_length(entry: Entry, config: VerifyConfig) -> int:
     """How many agreeing comparisons an entry on probation needs before it serves.
 
-    ``config.probation`` for an entry whose record has no contradiction (as every entry had before
-    this was sized), one more for each contradiction (:data:`CONTRADICTIONS`), at most
-    ``config.probation_max``. Thin evidence does not lengthen it: on the streams measured, most
-    entries were read by the small model from two or three examples, so it would lengthen every
-    probation alike instead of singling out the entries that disagreed with something. Whether an
-    entry starts on probation at all is the tenant's record's decision
+    ``config.probation`` for an entry whose stored record has no contradiction, one more for each
+    contradiction in it (:data:`STORED_CONTRADICTIONS`: a held example its validation got wrong,
+    self-consistency samples that wrote another computation, a revision since validation), at most
+    ``config.probation_max``. The length is read from ``entry.validation`` alone, which is written
+    when the entry is stored and never changed, and the entry's agreeing comparisons only grow: an
+    entry that has passed stays passed. The contradictions found in service (a disagreeing audit, a
+    refused reading of the small model's) only come once it serves, as an entry on probation serves
+    no hit and its first disagreement evicts it; they raise its audit share (:func:`audit_share`)
+    rather than send it back. Thin evidence does not lengthen it either: on the streams measured,
+    most entries were read by the small model from two or three examples, so it would lengthen
+    every probation alike instead of singling out the entries that disagreed with something.
+    Whether an entry starts on probation at all is the tenant's record's decision
     (:func:`minicache.hit.audits.probation_reason`); 0 switches probation off."""
     if config.probation <= 0:
         return 0
     found = doubts(entry, build_after=0)
-    extra = sum(n for doubt, n in found.items() if doubt in CONTRADICTIONS)
+    extra = sum(n for doubt, n in found.items() if doubt in STORED_CONTRADICTIONS)
     return min(max(config.probation, config.probation_max), config.probation + extra)
 
 

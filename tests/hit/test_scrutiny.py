@@ -1,5 +1,6 @@
-"""How closely an entry is watched is sized from its own record: its probation grows with what
-disagreed with it, its audit share with every doubt and shrinks with its agreeing audits."""
+"""How closely an entry is watched is sized from its own record: its probation grows with what its
+stored record says disagreed with it, its audit share with every doubt and shrinks with its agreeing
+audits."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from fakes import CR_VALUES, CURRENT_RATIO, FakeSmall, FakeTarget, HashEmbedder
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.hit.audits import on_probation
 from minicache.hit.scrutiny import Doubt, audit_share, doubts, probation_length
 from minicache.store import Entry, SQLiteStore, new_id
 
@@ -71,13 +73,33 @@ def test_a_hit_read_by_the_small_model_is_audited_more_than_one_read_by_rules():
     assert audit_share(entry(), CONFIG, "choice") > audit_share(entry(), CONFIG, "rule")
 
 
-def test_contradictions_lengthen_probation_and_thin_evidence_does_not():
+def test_contradictions_in_the_stored_record_lengthen_probation_and_thin_evidence_does_not():
     verify = VerifyConfig()
-    assert probation_length(entry(model_refused=1), verify) == verify.probation + 1
-    both = entry(model_refused=1, validation={"passed": 2, "of": 3})
+    assert probation_length(entry(validation={"agreement": 0.67}), verify) == verify.probation + 1
+    both = entry(validation={"passed": 2, "of": 3, "revisions": [{"check": "rule"}]})
     assert probation_length(both, verify) == verify.probation + 2
     thin = entry(rules={"a": {}}, validation={"extraction": "choice", "rule_examples": 2})
     assert probation_length(thin, verify) == verify.probation
+
+
+@pytest.mark.parametrize("found", [{"model_refused": 1}, {"audits_disagreed": 1}])
+def test_doubts_found_in_service_raise_the_audit_share_but_never_reopen_a_passed_probation(found):
+    verify = VerifyConfig()
+    passed = entry(audits_agreed=verify.probation, validation={"probation": "sample"})
+    assert not on_probation(passed, verify)
+    doubted = replace(passed, **found)
+    assert probation_length(doubted, verify) == verify.probation
+    assert not on_probation(doubted, verify)
+    assert audit_share(doubted, CONFIG) > audit_share(passed, CONFIG)
+
+
+def test_a_probation_lengthened_by_the_stored_record_ends_only_once_it_is_served_out():
+    verify = VerifyConfig()
+    record = {"probation": "sample", "passed": 2, "of": 3}
+    assert on_probation(entry(audits_agreed=verify.probation, validation=record), verify)
+    passed = entry(audits_agreed=verify.probation + 1, validation=record)
+    assert not on_probation(passed, verify)
+    assert not on_probation(replace(passed, model_refused=1, audits_disagreed=1), verify)
 
 
 def test_sizes_stay_within_the_configured_bounds():
@@ -156,3 +178,41 @@ def test_an_entry_with_a_long_clean_record_pays_for_fewer_audits_than_a_fresh_on
         return mc.stats()["audits"] - before
 
     assert audits(clean=400) < audits(clean=0)
+
+
+def _passed_probation(mc: MiniCache) -> Entry:
+    """The group's entry, built on probation and passed by its first comparison."""
+    built = _built(mc)
+    assert built.validation["probation"] == "sample"
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[3])).route == "fallback"  # the comparison
+    assert (mc.stats()["probations"], mc.stats()["probations_failed"]) == (1, 0)
+    return built
+
+
+def _probation_events(mc: MiniCache) -> list[bool]:
+    return [e["passed"] for e in mc.events if e["event"] == "probation"]
+
+
+def test_a_passed_entry_keeps_serving_after_a_refused_reading_of_the_small_model(make):
+    mc = make()
+    entry = _passed_probation(mc)
+    mc.store.record_model_choice("default", entry.id, False, 300)  # one refused in service
+    for values in CR_VALUES[4:7]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "hit"
+    assert mc.stats()["probations"] == 1 and _probation_events(mc) == [True]
+
+
+def test_a_passed_entry_keeps_serving_after_a_disagreeing_audit(make):
+    mc = make(audit_rate=1.0)  # every served hit is audited
+    entry = _passed_probation(mc)
+    target = mc.target
+    assert isinstance(target, FakeTarget)
+    target.mode = "other"  # the miss path answers this request with another computation
+    assert mc.solve(CURRENT_RATIO.ask(*CR_VALUES[4])).route == "hit"
+    stored = mc.store.get_entry("default", entry.id)
+    assert stored is not None and (stored.audits_agreed, stored.audits_disagreed) == (1, 1)
+    target.mode = "ok"
+    for values in CR_VALUES[5:8]:
+        assert mc.solve(CURRENT_RATIO.ask(*values)).route == "hit"
+    assert mc.stats()["probations"] == 1 and _probation_events(mc) == [True]
+    assert mc.stats()["audits_disagreed"] == 1
