@@ -67,8 +67,8 @@ class VerifyConfig:
     # `probation_max_failure`) has shown that routing keeps its computations apart: its new entries
     # skip probation, except every `probation_every`-th, so the record follows the workload. 0 switches
     # probation off. (docs/hits.md: the rates measured on SVAMP and Formula these were chosen between.)
-    # `probation` is the length for an entry whose record has no contradiction; each contradiction in
-    # it (a held example its validation got wrong, split samples, a refusal, a revision) adds one
+    # `probation` is the length for an entry stored without a contradiction; each contradiction its
+    # stored validation holds (a held example it got wrong, split samples, a revision) adds one
     # comparison, up to `probation_max` (minicache.hit.scrutiny.probation_length).
     probation: int = 1
     probation_tenant_min: int = 5
