@@ -1,16 +1,15 @@
 """The build stage: turn a group's examples into a validated, parameterized entry.
 
-A build (under the group's lease in the store, so two replicas never build one group at once)
-takes the group's own miss programs, lifted into ``solve(**variables)`` candidates without a model
-and ranked by model-free agreement with the group's other examples (:mod:`minicache.build.candidates`),
-and trusts one only after the real hit path (extraction, then the program) reproduces enough held
-examples (:class:`~minicache.build.validator.Validator`). Failing those, the target writes a
-generalized program (:func:`minicache.build.generalize.generalize`), if another example backs one of
-the group's own programs or none could be lifted (``NO_SHARED_COMPUTATION``), and if admission, from
-the tenant's record of generalizations, expects it to pay; the small model's checks are priced the
-same way before the first is asked. What a failed build failed on is recorded for the next one
-(:mod:`minicache.build.failures`), what it records is :mod:`minicache.build.validation`'s; when a
-group is built, and where, is :mod:`minicache.build.queue`'s.
+A build runs under the group's lease in the store (renewed before each of the target's samples),
+so two replicas never build one group at once. It lifts the group's own miss programs into
+``solve(**variables)`` candidates without a model, ranked by model-free agreement with the group's
+other examples (:mod:`minicache.build.candidates`), and trusts one only after the real hit path
+reproduces enough held examples (:class:`~minicache.build.validator.Validator`). Failing those,
+the target generalizes (:mod:`minicache.build.generalize`) if another example backs an own program
+or none could be lifted (``NO_SHARED_COMPUTATION``), and if admission, from the tenant's record of
+generalizations, expects it to pay; the small model's checks are priced the same way. What a failed
+build failed on is recorded for the next one (:mod:`minicache.build.failures`); when a group is
+built, and where, is :mod:`minicache.build.queue`'s.
 """
 
 from __future__ import annotations
@@ -105,11 +104,11 @@ class Builder:
         the failure is recorded. An early build waits (``NOT_YET``) rather than fail."""
         run = self._begin(tenant, group_id)
         if self.config.build_samples > 1:  # self-consistency: drawn once, by a full build
-            if run.early:
-                return NOT_YET
-            if not self._agree(run):
+            agreed = NOT_YET if run.early else self._agree(run)
+            if agreed is False:
                 self._fail(run)
-                return None
+            if agreed is not True:  # NOT_YET: early, or the lease was lost to another replica
+                return None if agreed is False else NOT_YET
         candidates, split = own_candidates(
             run.newest, run.prefix, self.sandbox, self.config.build_candidates
         )
@@ -165,9 +164,9 @@ class Builder:
             feedback=failure.get("feedback") if failure else None,
         )
 
-    def _agree(self, run: BuildRun) -> bool:
-        """Sample the target on the held examples (:mod:`minicache.build.consistency`): whether the
-        samples agree on a computation; if so the build works from it, else the attempt says why not."""
+    def _agree(self, run: BuildRun) -> bool | NotYet:
+        """Sample the held examples (:mod:`minicache.build.consistency`), renewing the lease before
+        each sample: whether the build works from them (else the attempt says why), or ``NOT_YET``."""
         c = self.config
         consensus = sample_consensus(
             self.target,
@@ -176,16 +175,19 @@ class Builder:
             c.build_samples,
             c.build_temperature,
             c.miss_max_tokens,
+            renew=lambda: self.store.acquire_build_lease(
+                run.tenant, run.group_id, self.owner, c.build_lease_s
+            ),
         )
         self.store.bump(run.tenant, "target_tokens", consensus.tokens)
         self.store.bump(run.tenant, BUILD_TARGET_TOKENS, consensus.tokens)
         self.sampled_s[(run.tenant, run.group_id)] = consensus.seconds  # under the group's lease
-        if consensus.reached(c.build_agreement):
-            run.work_from(consensus)
-            return True
-        error = consensus.disagreement(c.build_agreement)
-        run.attempts.append({"source": AttemptSource.SAMPLES, "ok": False, "error": error})
-        return False
+        if consensus.lease_lost:
+            return NOT_YET
+        error = run.work_from(consensus, c.build_agreement)
+        if error is not None:
+            run.attempts.append({"source": AttemptSource.SAMPLES, "ok": False, "error": error})
+        return error is None
 
     def _try_own_programs(
         self, run: BuildRun, candidates: list[Candidate]

@@ -1,26 +1,42 @@
-"""Build-time self-consistency: the computation most of the target's samples agree on.
+"""Build-time self-consistency: the computation the target's samples agree on, example by example.
 
 A miss pays for one greedy target call; a build is paid for once and amortized over every hit of
 its group, so it can afford several samples per example. With ``EngineConfig.build_samples`` k > 1
 a build asks the target the miss path's own prompt k times for each held example, at
-``build_temperature``, runs each program, lifts it against its request
-(:mod:`minicache.programs.lifting`) and counts the samples by computation: the lifted program up
-to names, each parameter named for the number of the request it holds
-(:mod:`minicache.programs.computation`, ``BY_REQUEST_NUMBER``), so that one computation written
-for two requests, whose numbers and wording differ, counts as one, and a sample that swaps two of
-its request's quantities does not. The computation with the most samples
-across all the held examples is the group's, if its share of the samples (its agreement) is above
-``build_agreement``; the build then works from each example's agreeing sample instead of the
-program its miss was answered with, and an example none of whose samples wrote it is left out.
-Without such a computation the group is not built: one greedy program per example cannot tell a
-systematic mistake from the group's computation, and samples that disagree say the target is
-unsure of it.
+``build_temperature``, runs each program, and decides in two steps:
+
+* **Within an example**, the samples are counted by computation with each parameter named for the
+  number of the request it holds (:mod:`minicache.programs.computation`, ``BY_REQUEST_NUMBER``), so
+  a sample that swaps two of its request's quantities is another computation. The one most of the
+  example's samples wrote (among equals, the first sampled) is the example's winner. Counting by
+  request number is only meaningful inside one request: two wordings of one computation write
+  their numbers in different orders, so their keys differ though their computation does not.
+* **Across examples**, the winners must be one computation: the same shape with parameters named
+  by their use (``BY_USE``, as group merges compare entries), and, where two winners' lifted
+  programs have the same parameter names, the first winner's program run on the other's values
+  gives the other's answer (the names pair up consistently: a wording whose winner divides the
+  debts by the assets is caught here). Winners that are not one computation, or whose program
+  cannot be compared, mean the group is not built.
+
+The agreement is the share of all samples drawn (failed ones included) that wrote their example's
+winner; the group is built only if the winners are one computation and the agreement is above
+``build_agreement``. The build then works from each held example's winning sample instead of the
+program its miss was answered with (:meth:`minicache.build.run.BuildRun.work_from`, which also
+holds the winners to the requests the group failed on before); an example with no winner (none of
+its samples ran to a computation) is left out. Without agreement the group is not built: one greedy
+program per example cannot tell a systematic mistake from the group's computation, and samples
+that disagree say the target is unsure of it.
+
+The samples are drawn under the group's build lease, renewed before each one (``renew``), so a
+slow target cannot outlive it and let another replica build the group too; a renewal refused
+(the lease lapsed and another replica took it) stops the drawing (``lease_lost``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from minicache.answers import check_answer
@@ -28,7 +44,8 @@ from minicache.errors import BackendError, ProgramError
 from minicache.miss.prompts import plain_pot_messages
 from minicache.models.base import GenerationOptions, ModelBackend
 from minicache.models.compute import compute_clock
-from minicache.programs.computation import ParameterNaming, computation_of
+from minicache.programs.computation import ParameterNaming, computation_of, parameterized
+from minicache.programs.signature import answers_match
 from minicache.programs.text import extract_code
 from minicache.request import request_text
 from minicache.sandbox import SandboxPool
@@ -47,30 +64,34 @@ class Sample:
 
 @dataclass
 class Consensus:
-    """What a build's samples agreed on: the winning computation, its share, and the examples
-    rewritten to the samples that wrote it (each example's program and answer are its sample's)."""
+    """What a build's samples agreed on: each example's winning sample, how many samples agree
+    with their example's winner, and why the winners are not one computation (None: they are)."""
 
-    key: str | None
-    agreed: int  # samples that wrote the winning computation
+    winners: dict[str, Sample]  # example id -> its winning sample; examples with no winner absent
+    agreed: int  # samples that wrote their example's winning computation
     samples: int  # samples drawn in all (failed ones included)
-    examples: list[Example] = field(default_factory=list)
+    split: str | None = None  # why the winners are not one computation across the examples
+    lease_lost: bool = False  # a renewal of the group's lease was refused: drawing stopped
     tokens: int = 0  # target tokens the samples cost
     seconds: float = 0.0  # compute seconds the samples cost (minicache.models.compute)
 
     @property
     def agreement(self) -> float:
-        """The share of all samples that wrote the winning computation."""
+        """The share of all samples that wrote their example's winning computation."""
         return self.agreed / self.samples if self.samples else 0.0
 
     def reached(self, bar: float) -> bool:
-        """Whether the winning computation has more than ``bar`` of the samples."""
-        return self.key is not None and self.agreement > bar
+        """Whether the winners are one computation and the agreement is above ``bar``."""
+        return bool(self.winners) and self.split is None and self.agreement > bar
 
-    def disagreement(self, bar: float) -> str:
-        """Why a build without agreement is not built, as its failure records it."""
+    def refusal(self, bar: float) -> str:
+        """Why a build whose samples did not reach agreement is not built, as its failure records it."""
+        if self.winners and self.split is not None:
+            return f"the examples' samples are not one computation: {self.split}"
         return (
-            f"the target's samples do not agree: the most common computation has {self.agreed} of "
-            f"{self.samples} samples ({self.agreement:.0%}), not more than {bar:.0%}"
+            f"the target's samples do not agree: {self.agreed} of {self.samples} samples "
+            f"({self.agreement:.0%}) wrote their example's most common computation, not more than "
+            f"{bar:.0%}"
         )
 
 
@@ -81,15 +102,22 @@ def draw_samples(
     k: int,
     temperature: float,
     max_tokens: int,
-) -> tuple[list[Sample], int]:
+    renew: Callable[[], bool],
+) -> tuple[list[Sample], int, bool]:
     """``k`` programs for each example, written by ``target`` for the miss path's own prompt at
     ``temperature`` (each with its own seed, so a backend that seeds its sampler draws k different
-    ones), each run and keyed by its computation; and the target tokens they cost. A sample the
-    target or the sandbox fails is kept with no key: it counts among the samples, agreeing with none."""
-    samples, tokens = [], 0
+    ones), each run and keyed by its computation; the target tokens they cost; and whether the
+    group's lease was lost (``renew``, asked before each sample, refused: no more are drawn). A
+    sample the target or the sandbox fails is kept with no key: it counts among the samples,
+    agreeing with none."""
+    samples: list[Sample] = []
+    tokens = 0
     for ex in examples:
         messages = plain_pot_messages(ex.question, ex.context)
+        request = request_text(ex.question, ex.context)
         for i in range(k):
+            if not renew():
+                return samples, tokens, True
             options = GenerationOptions(max_tokens=max_tokens, temperature=temperature, seed=i)
             try:
                 out = target.complete(messages, options)
@@ -98,36 +126,65 @@ def draw_samples(
                 continue
             tokens += out.prompt_tokens + out.completion_tokens
             sample = Sample(ex, extract_code(out.text))
+            samples.append(sample)
             try:
                 sample.answer = check_answer(sandbox.run(sample.code, {}).value)
             except ProgramError:
-                samples.append(sample)
                 continue
-            request = request_text(ex.question, ex.context)
             found = computation_of(sample.code, ParameterNaming.BY_REQUEST_NUMBER, request=request)
             sample.key = None if found is None else found.shape
-            samples.append(sample)
-    return samples, tokens
+    return samples, tokens, False
 
 
-def agree(samples: list[Sample]) -> Consensus:
-    """The computation most samples wrote, and each example rewritten to its first sample of it
-    (examples with none are left out); examples keep their order."""
-    votes = Counter(s.key for s in samples if s.key is not None)
-    if not votes:
-        return Consensus(None, 0, len(samples))
-    # Among equals, the computation sampled first: a deterministic choice.
-    key = max(
-        votes, key=lambda k: (votes[k], -next(i for i, s in enumerate(samples) if s.key == k))
-    )
-    rewritten: dict[str, Example] = {}
-    for s in samples:
-        if s.key == key and s.example.id not in rewritten:
-            rewritten[s.example.id] = replace(s.example, program=s.code, answer=s.answer)
-    ordered = list(dict.fromkeys(s.example.id for s in samples))
-    return Consensus(
-        key, votes[key], len(samples), [rewritten[i] for i in ordered if i in rewritten]
-    )
+def example_winners(samples: list[Sample]) -> tuple[dict[str, Sample], int]:
+    """Each example's winning sample: the first of the computation most of its own samples wrote
+    (among equals, the one sampled first); and how many samples wrote their example's winner.
+    Examples keep their order; one none of whose samples has a computation has no winner."""
+    winners: dict[str, Sample] = {}
+    agreed = 0
+    for example_id in dict.fromkeys(s.example.id for s in samples):
+        keyed = [s for s in samples if s.example.id == example_id and s.key is not None]
+        if not keyed:
+            continue
+        votes = Counter(s.key for s in keyed)
+        top = max(votes.values())
+        winners[example_id] = next(s for s in keyed if votes[s.key] == top)
+        agreed += top
+    return winners, agreed
+
+
+def one_computation(winners: list[Sample], sandbox: SandboxPool) -> str | None:
+    """Why the examples' winning samples are not one computation, or None where they are: each
+    winner's program lifted against its own request must have the first winner's shape with
+    parameters named by their use, and where the two name their parameters alike, the first
+    winner's program run on the other's values must give the other's answer."""
+    reference: tuple[Example, str, set[str], str] | None = None
+    for s in winners:
+        found = parameterized(s.code, request_text(s.example.question, s.example.context))
+        shape = None if found is None else computation_of(found[0], ParameterNaming.BY_USE)
+        if found is None or shape is None:
+            return f"example {s.example.id}'s winning program has no computation to compare"
+        program, values = found
+        if reference is None:
+            reference = (s.example, program, set(values), shape.shape)
+            continue
+        first, first_program, first_names, first_shape = reference
+        if shape.shape != first_shape:
+            return f"examples {first.id} and {s.example.id} agree on different computations"
+        if set(values) == first_names and not _answers(sandbox, first_program, values, s.answer):
+            return (
+                f"examples {first.id} and {s.example.id} use their quantities differently: the "
+                f"one's program on the other's values does not give its answer"
+            )
+    return None
+
+
+def _answers(sandbox: SandboxPool, program: str, values: dict[str, Any], answer: Any) -> bool:
+    """Whether ``program`` run on ``values`` gives ``answer``."""
+    try:
+        return answers_match(check_answer(sandbox.run(program, values).value), answer)
+    except ProgramError:
+        return False
 
 
 def sample_consensus(
@@ -137,11 +194,17 @@ def sample_consensus(
     k: int,
     temperature: float,
     max_tokens: int,
+    renew: Callable[[], bool] = lambda: True,
 ) -> Consensus:
-    """Draw ``k`` samples per example (:func:`draw_samples`) and find what they agree on
-    (:func:`agree`), with what drawing them cost."""
+    """Draw ``k`` samples per example (:func:`draw_samples`), find each example's winner
+    (:func:`example_winners`) and whether the winners are one computation
+    (:func:`one_computation`), with what drawing them cost."""
     began = compute_clock()
-    samples, tokens = draw_samples(target, sandbox, examples, k, temperature, max_tokens)
-    consensus = agree(samples)
-    consensus.tokens, consensus.seconds = tokens, max(0.0, compute_clock() - began)
+    samples, tokens, lost = draw_samples(
+        target, sandbox, examples, k, temperature, max_tokens, renew
+    )
+    winners, agreed = example_winners(samples)
+    split = None if lost else one_computation(list(winners.values()), sandbox)
+    consensus = Consensus(winners, agreed, len(samples), split, lost, tokens)
+    consensus.seconds = max(0.0, compute_clock() - began)
     return consensus

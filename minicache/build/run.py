@@ -4,12 +4,13 @@ has tried so far (the attempts, the failed checks, the small model's seconds).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from minicache.build.consistency import Consensus
 from minicache.build.failures import failure_feedback
 from minicache.build.validation import Attempt, Check, Validation
+from minicache.programs.signature import answers_match
 from minicache.store import Example
 
 
@@ -49,15 +50,41 @@ class BuildRun:
     # What the target's samples agreed on (EngineConfig.build_samples > 1), None without samples.
     consensus: Consensus | None = None
 
-    def work_from(self, consensus: Consensus) -> None:
-        """Build from the examples as the samples rewrote them (each its agreeing sample's program and
-        answer); an example none of whose samples agreed is left out."""
-        rewritten = {ex.id: ex for ex in consensus.examples}
+    def work_from(self, consensus: Consensus, bar: float) -> str | None:
+        """Build from the samples' winners (:mod:`minicache.build.consistency`), or say why not.
+
+        Each held example becomes its winning sample's program and answer, and an example with no
+        winner is left out; the examples own programs are compared on are the winners. A request
+        the group failed on before (``must``) keeps the answer the miss path gave it, which the
+        next build must reproduce (:mod:`minicache.build.failures`): one with no winner stays held
+        as recorded and must still pass, and a winner that answers one otherwise vetoes this build
+        (``vetoed``), as a candidate that fails it does (:meth:`veto`)."""
         self.consensus = consensus
-        self.examples = [rewritten[ex.id] for ex in self.examples if ex.id in rewritten]
-        self.held = [rewritten[ex.id] for ex in self.held if ex.id in rewritten]
-        self.newest = list(self.held)  # the samples' programs exist for the held examples only
-        self.must &= set(rewritten)
+        if not consensus.reached(bar):
+            return consensus.refusal(bar)
+        winners = consensus.winners
+        recorded = {ex.id: ex.answer for ex in self.held}
+        contradicted = sorted(
+            i for i in self.must & set(winners) if not answers_match(winners[i].answer, recorded[i])
+        )
+        if contradicted:
+            self.vetoed |= set(contradicted)
+            return (
+                "the samples' computation answers a request the group failed on before otherwise "
+                f"than the miss path did: {', '.join(contradicted)}"
+            )
+
+        def rewritten(ex: Example) -> Example:
+            if ex.id not in winners:
+                return ex  # a request the group failed on before, as recorded
+            answer = ex.answer if ex.id in self.must else winners[ex.id].answer
+            return replace(ex, program=winners[ex.id].code, answer=answer)
+
+        kept = set(winners) | self.must
+        self.examples = [rewritten(ex) for ex in self.examples if ex.id in kept]
+        self.held = [rewritten(ex) for ex in self.held if ex.id in kept]
+        self.newest = [ex for ex in self.held if ex.id in winners]  # the samples' programs
+        return None
 
     @property
     def failures(self) -> int:

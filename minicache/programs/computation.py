@@ -107,8 +107,11 @@ def _request_numbers(defaults: dict[str, Any], request: str) -> dict[str, str]:
     return names
 
 
-def _with_parameters(source: str, request: str) -> tuple[str, dict[str, Any]] | None:
-    """``source`` with parameters and their defaults: as written, or lifted against ``request``."""
+def parameterized(source: str, request: str) -> tuple[str, dict[str, Any]] | None:
+    """``source`` with parameters and their defaults: as written, or lifted against ``request``
+    (None where nothing of it could be lifted). A program written for a request gets its
+    computation through here under either naming; self-consistency also runs one example's
+    program on another's defaults to compare them by answer."""
     try:
         return source, parse_signature(source).defaults
     except ProgramShapeError:
@@ -131,7 +134,7 @@ def computation_of(
     if naming is ParameterNaming.BY_REQUEST_NUMBER:
         if request is None:
             raise ValueError("naming parameters by the request's numbers needs the request")
-        found = _with_parameters(program, request)
+        found = parameterized(program, request)
         if found is None:
             return None
         program, defaults = found

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from minicache.programs.computation import ParameterNaming, computation_of
+from minicache.programs.computation import ParameterNaming, computation_of, parameterized
 
 BY_USE, BY_NUMBER = ParameterNaming.BY_USE, ParameterNaming.BY_REQUEST_NUMBER
 REQUEST = "The current ratio: assets of 10 and debts of 4."
@@ -59,3 +59,24 @@ def test_naming_by_the_requests_numbers_needs_the_request():
 )
 def test_anything_but_one_plain_solve_is_no_computation(program):
     assert computation_of(program, BY_USE) is None
+
+
+def test_two_wordings_of_one_computation_are_one_shape_by_use_but_not_by_the_requests_numbers():
+    # The liabilities written first: the same division takes the request's second number first.
+    reversed_request = "Debts of 4 against assets of 10: what is the current ratio?"
+    reversed_program = "def solve():\n    debts = 4\n    assets = 10\n    return assets / debts\n"
+    lifted = parameterized(reversed_program, reversed_request)
+    assert lifted is not None and lifted[1] == {"debts": 4, "assets": 10}
+    by_use = computation_of(lifted[0], BY_USE), computation_of(RIGHT, BY_USE)
+    assert by_use[0] is not None and by_use[1] is not None
+    assert by_use[0] == by_use[1]  # one shape, the parameters in the same roles
+    by_number = (
+        computation_of(reversed_program, BY_NUMBER, request=reversed_request),
+        computation_of(RIGHT, BY_NUMBER, request=REQUEST),
+    )
+    assert by_number[0] is not None and by_number[1] is not None
+    assert by_number[0].shape != by_number[1].shape
+
+
+def test_a_program_with_nothing_of_its_request_to_lift_has_no_parameters():
+    assert parameterized("def solve():\n    return 2.5\n", REQUEST) is None
