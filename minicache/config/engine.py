@@ -123,12 +123,13 @@ class EngineConfig:
     # gathering examples) would otherwise make each build slower, quadratically.
     build_compare: int = 12
     # Self-consistency (minicache.build.consistency): a build asks the target the miss prompt this many
-    # times per held example and builds the computation more than build_agreement of the samples
-    # wrote (else the group is not built). 1: no samples, the miss programs as they are. Each sample
-    # is a target call, priced by admission; not yet measured on this machine's streams.
+    # times per held example; each example's most common computation is its winner, the winners must
+    # be one computation, and more than build_agreement of all samples must have written their
+    # example's winner (else the group is not built). 1: no samples, the miss programs as they are.
+    # Each sample is a target call, priced by admission; not yet measured on this machine's streams.
     build_samples: int = 1
     build_temperature: float = 0.7  # the sampling temperature of a build's samples
-    # the share of a build's samples its computation must exceed (0.5: a strict majority)
+    # the share of a build's samples that must agree with their example's winner (0.5: a majority)
     build_agreement: float = 0.5
     background_builds: bool = True
     # draft the miss program from the group's last program (bench-spec decides)
