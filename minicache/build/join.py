@@ -18,17 +18,23 @@ lifted program is run on its own values and the entry's program on those values 
 must give the example's recorded answer (a recorded miss's program already ran once; an imported
 example's never did). One that fails, or that does not lift, keeps the group where it is.
 
-The entries' computations are kept per tenant by entry id (:class:`ComputationIndex`): an entry's
-program is read once, and a new version or an evicted entry changes the ids the next look sees.
+The entries' computations are the merge's index
+(:class:`~minicache.build.computations.ComputationIndex`): the tenant's active entries are read at
+most once per refresh and each entry's program is parsed once, and a miss whose computation is no
+entry's shape goes no further than its own example's lift.
+
+A request routed to a group before this process merged it away records its miss after the merge,
+and so creates the group again: after such a miss its examples move to the survivor
+(:meth:`GroupMerger.move_late <minicache.build.merge.GroupMerger.move_late>`) instead of a join.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-from minicache.build.merge import Fold, GroupMerger, MergeBasis, parameter_map
+from minicache.build.computations import parameter_map
+from minicache.build.merge import Fold, GroupMerger, MergeBasis
 from minicache.errors import ProgramError, ProgramShapeError
 from minicache.events import Event
 from minicache.hit.profile import learn_profile
@@ -37,7 +43,7 @@ from minicache.programs.lifting import Lifted, lift
 from minicache.programs.signature import answers_match, parse_signature
 from minicache.request import request_text, strip_prefix
 from minicache.sandbox import SandboxPool
-from minicache.store.base import Entry, Example, Store
+from minicache.store.base import Entry, Example
 
 
 @dataclass(frozen=True)
@@ -69,59 +75,47 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
-class ComputationIndex:
-    """Each tenant's active entries by their computation's shape, read once per entry version."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self._known: dict[str, dict[str, tuple[Entry, Computation | None]]] = {}
-        self._lock = threading.Lock()
-
-    def entries_of(self, tenant: str, shape: str) -> list[tuple[Entry, Computation]]:
-        """The tenant's active entries whose program is computation ``shape``: the store's list of
-        active entries, with the computation of each entry id not seen before."""
-        active = self.store.list_entries(tenant, "active")
-        with self._lock:
-            known = self._known.get(tenant, {})
-            fresh = {
-                e.id: known.get(e.id) or (e, computation_of(e.program, ParameterNaming.BY_USE))
-                for e in active
-            }
-            self._known[tenant] = fresh
-        return [(e, c) for e, c in fresh.values() if c is not None and c.shape == shape]
-
-
 class GroupJoiner:
     """Merges a group without an entry into the group whose entry is its examples' computation."""
 
     def __init__(self, merger: GroupMerger, sandbox: SandboxPool) -> None:
         """Joins run on ``merger``'s build worker, by its steps; ``sandbox`` runs the checks."""
         self.merger, self.store, self.sandbox = merger, merger.store, sandbox
-        self.index = ComputationIndex(self.store)
+        self.index = merger.index
 
     def after_miss(self, tenant: str, group_id: str) -> None:
-        """A miss was recorded in ``group_id``: with ``merge_groups``, try to join it to an entry's
-        group on the build worker (behind any build that miss started)."""
+        """A miss was recorded in ``group_id``: with ``merge_groups``, on the build worker (behind
+        any build that miss started, and any merge before it), move it to its survivor where this
+        process merged the group away, else try to join it to an entry's group."""
         if self.merger.config.merge_groups:
-            self.merger.schedule(self.join, tenant, group_id)
+            self.merger.schedule(self.after_recorded, tenant, group_id)
+
+    def after_recorded(self, tenant: str, group_id: str) -> Event | None:
+        """:meth:`GroupMerger.move_late <minicache.build.merge.GroupMerger.move_late>` for a group
+        merged away here, else :meth:`join`; returns the ``merge`` event of a join."""
+        if self.merger.survivor_of(tenant, group_id) is not None:
+            self.merger.move_late(tenant, group_id)
+            return None
+        return self.join(tenant, group_id)
 
     def join(self, tenant: str, group_id: str) -> Event | None:
         """Merge ``group_id`` (no label, no active entry) into the oldest group whose active entry
         is its examples' computation; returns the ``merge`` event, or None where none joined."""
+        # The newest example (the miss) picks the entries to try; every example is read under the
+        # leases (_plan), and only where one was found.
+        examples = self.store.examples(tenant, group_id)
+        newest = lifted_example(examples[-1]) if examples else None
+        candidates = self.index.entries_of(tenant, newest.computation.shape) if newest else []
+        if not any(entry.group_id != group_id for entry, _ in candidates):
+            return None  # no entry is its computation: nothing more is read
         group = self.store.get_group(tenant, group_id)
         if group is None or group.label is not None:
             return None
         if self.store.active_entry(tenant, group_id) is not None:
             return None  # its own entry: merged after its build, if at all
-        # The newest example (the miss) picks the entries to try; every example is read under the
-        # leases (_plan), and only where one was found.
-        examples = self.store.examples(tenant, group_id)
-        newest = lifted_example(examples[-1]) if examples else None
-        if newest is None:
-            return None
         found = [
             (entry, survivor)
-            for entry, _ in self.index.entries_of(tenant, newest.computation.shape)
+            for entry, _ in candidates
             if entry.group_id != group_id
             and (survivor := self.store.get_group(tenant, entry.group_id)) is not None
             and survivor.label is None
@@ -144,7 +138,7 @@ class GroupJoiner:
         sandbox."""
         if self.store.active_entry(tenant, group_id) is not None:
             return None
-        ours = computation_of(survivor.program, ParameterNaming.BY_USE)
+        ours = self.index.computation(survivor)
         our_types = {v.name: v.type for v in survivor.template}
         prefix = survivor.validation.get("shared_prefix") or ""
         pairs: list[tuple[str, dict[str, Any]]] = []

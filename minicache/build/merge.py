@@ -16,7 +16,9 @@ Then the newer group is merged into the older one (:meth:`GroupMerger.merge`):
    reads the survivor's own examples right, and the survivor's only if they read the merged group's
    right), the union of both groups' observed values, kinds, answers and cue words, and only those
    learned rules that read no merged example wrong;
-3. the merged group is dropped from routing and deleted (entries and examples with it).
+3. the merged group is dropped from routing and deleted (entries and examples with it). A request
+   routed to it before and recorded after creates it again: its examples then move to the survivor
+   (:meth:`GroupMerger.move_late`, after that miss).
 
 Copies come first, so a merge that stops part-way leaves examples in both groups, never in neither.
 Only groups without a client label merge (a labelled request goes to its label's group whatever
@@ -35,6 +37,7 @@ import copy
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -42,11 +45,11 @@ from enum import Enum
 from typing import Any
 
 from minicache.build.builder import Builder
+from minicache.build.computations import ComputationIndex, parameter_map, role_map, types_of
 from minicache.events import Event
 from minicache.hit.align import same_value
 from minicache.hit.profile import check_exemplar
 from minicache.hit.rules import apply_rule
-from minicache.programs.computation import Computation, ParameterNaming, computation_of
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
 from minicache.store.base import Entry, Example, new_id
@@ -56,37 +59,9 @@ log = logging.getLogger(__name__)
 KEPT_VALUES = 40  # observed values (and answers) per variable a merged profile keeps
 LEASE_TRIES = 20  # a build of this process may still hold a group's lease for a moment
 LEASE_WAIT_S = 0.05
+MOVED_KEPT = 10_000  # merged groups remembered, for requests routed to one before its merge
 
 Pair = tuple[str, dict[str, Any]]  # (request text after the shared prefix, values by parameter)
-
-
-def role_map(merged: Entry, survivor: Entry) -> dict[str, str] | None:
-    """The merged entry's parameter names mapped to the survivor's, where the two programs are one
-    computation and each parameter keeps its type; else None."""
-    return parameter_map(
-        computation_of(merged.program, ParameterNaming.BY_USE),
-        {v.name: v.type for v in merged.template},
-        computation_of(survivor.program, ParameterNaming.BY_USE),
-        {v.name: v.type for v in survivor.template},
-    )
-
-
-def parameter_map(
-    theirs: Computation | None,
-    their_types: dict[str, str],
-    ours: Computation | None,
-    our_types: dict[str, str],
-) -> dict[str, str] | None:
-    """Their parameter names mapped to ours (each program's parameters with their types), where
-    the two are one computation and each parameter keeps its type; else None."""
-    if ours is None or theirs is None or ours.shape != theirs.shape:
-        return None
-    names = dict(zip(theirs.roles, ours.roles, strict=True))
-    if set(their_types) != set(names) or set(our_types) != set(names.values()):
-        return None
-    if any(our_types[names[name]] != kind for name, kind in their_types.items()):
-        return None
-    return names
 
 
 def _pairs(examples: Iterable[Example], entry: Entry, names: dict[str, str]) -> list[Pair]:
@@ -185,6 +160,10 @@ class GroupMerger:
         self.store, self.events, self.config = builder.store, builder.events, builder.config
         self.router, self.submit = router, submit
         self.owner = f"{builder.owner}/merge"  # its own lease name: builds here wait for a merge
+        # the tenant's active entries to look among, read at most once per refresh
+        self.index = ComputationIndex(self.store, self.config.route_refresh_s)
+        # (tenant, merged group) -> its survivor, for the merges of this process
+        self._moved: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._futures: list[Future[Any]] = []
         self._lock = threading.Lock()
         if self.config.merge_groups:
@@ -195,6 +174,7 @@ class GroupMerger:
         build worker."""
         if event.get("event") != "build" or not event.get("ok"):
             return
+        self.index.stale(str(event["tenant"]))  # the new entry is looked among at once
         self.schedule(self.after_build, str(event["tenant"]), str(event["group"]))
 
     def schedule(self, merge: Callable[..., Any], *args: Any) -> None:
@@ -215,16 +195,17 @@ class GroupMerger:
         """Merge every group of the tenant that is ``group_id``'s computation into the oldest of
         them; returns the merge events."""
         entry = self.store.active_entry(tenant, group_id)
-        if entry is None or not self._mergeable(tenant, entry):
+        ours = self.index.computation(entry) if entry is not None else None
+        if entry is None or ours is None or not self._mergeable(tenant, entry):
             return []
+        prefix = entry.validation.get("shared_prefix") or ""
         same = [
             other
-            for other in self.store.list_entries(tenant, "active")
+            for other, theirs in self.index.entries_of(tenant, ours.shape)
             if other.group_id != group_id
+            and (other.validation.get("shared_prefix") or "") == prefix
+            and parameter_map(theirs, types_of(other), ours, types_of(entry)) is not None
             and self._mergeable(tenant, other)
-            and (other.validation.get("shared_prefix") or "")
-            == (entry.validation.get("shared_prefix") or "")
-            and role_map(other, entry) is not None
         ]
         if not same:
             return []
@@ -306,7 +287,13 @@ class GroupMerger:
                 validation={**validation, "revised_from": survivor.id},
             )
             self.store.put_entry(entry)
-            # Routing here stops offering the merged group; examples it recorded meanwhile move too.
+            self.index.stale(tenant)
+            # Routing here stops offering the merged group; examples it recorded meanwhile move too,
+            # and those of requests routed to it before and recorded after (move_late).
+            with self._lock:
+                self._moved[(tenant, merged_id)] = survivor_id
+                if len(self._moved) > MOVED_KEPT:
+                    self._moved.popitem(last=False)
             self.router.forget_group(tenant, merged_id)
             copied += self._copy_examples(tenant, merged_id, survivor_id)
             self.store.delete_group(tenant, merged_id)
@@ -326,6 +313,38 @@ class GroupMerger:
         }
         self.events.append(event)
         return event
+
+    def survivor_of(self, tenant: str, group_id: str) -> str | None:
+        """The group this process merged ``group_id`` into (through later merges of that one
+        too), or None where it merged it nowhere."""
+        seen: set[str] = set()
+        with self._lock:
+            while (nxt := self._moved.get((tenant, group_id))) is not None and nxt not in seen:
+                seen.add(group_id := nxt)
+        return group_id if seen else None
+
+    def move_late(self, tenant: str, group_id: str) -> int:
+        """A group merged away here, created again by a request routed to it before the merge that
+        recorded its miss after it: under both leases its examples move to the survivor and it is
+        forgotten and deleted again. Returns how many moved (0 too where it has an entry now: that
+        is merged after its build, if at all)."""
+        survivor_id = self.survivor_of(tenant, group_id)
+        if survivor_id is None or self.store.get_group(tenant, group_id) is None:
+            return 0
+        held = [g for g in (survivor_id, group_id) if self._lease(tenant, g)]
+        try:
+            if len(held) < 2 or self.store.get_group(tenant, survivor_id) is None:
+                return 0
+            if self.store.active_entry(tenant, group_id) is not None:
+                return 0
+            self.router.forget_group(tenant, group_id)
+            moved = self._copy_examples(tenant, group_id, survivor_id)
+            self.store.delete_group(tenant, group_id)
+        finally:
+            for g in held:
+                self.store.release_build_lease(tenant, g, self.owner)
+        log.info("merge: %d late example(s) of merged group %s moved", moved, group_id)
+        return moved
 
     def _lease(self, tenant: str, group_id: str) -> bool:
         for _ in range(LEASE_TRIES):

@@ -4,16 +4,18 @@ reads both stories' wording; different computations, and an engine with merging 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from fakes import Domain, FakeSmall, HashEmbedder, first_build_request, numbers_in, request_of
+from minicache.build.computations import ComputationIndex
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.models import FakeBackend, GenerationOptions, Message
 from minicache.programs.computation import computation_of
-from minicache.store import Example, SQLiteStore, new_id
+from minicache.store import Entry, EntryStatus, Example, SQLiteStore, Variable, new_id
 
 COOKIES = Domain(
     name="cookies",
@@ -55,11 +57,19 @@ class StoryTarget(FakeBackend):
 
     def __init__(self) -> None:
         super().__init__(self._reply, name="story-target")
+        self.during_miss: Callable[[], None] | None = None  # runs once, while a miss waits on us
+        self.answers_only = False  # plain programs that return the answer, which does not lift
 
     def _reply(self, messages: list[Message], options: GenerationOptions) -> Any:
         if "Request:\n" in messages[1].content:
             question = request_of(messages)
-            program = story_of(question).plain_program(numbers_in(question))
+            during, self.during_miss = self.during_miss, None
+            if during is not None:
+                during()
+            story, numbers = story_of(question), numbers_in(question)
+            program = story.plain_program(numbers)
+            if self.answers_only:
+                program = f"def solve():\n    return {story.answer(*numbers)}\n"
         else:
             question = first_build_request(messages)
             program = story_of(question).program(numbers_in(question))
@@ -70,12 +80,12 @@ class StoryTarget(FakeBackend):
 def make(tmp_path, sandbox):
     made: list[MiniCache] = []
 
-    def factory(**config: Any) -> tuple[MiniCache, FakeSmall]:
+    def factory(store: SQLiteStore | None = None, **config: Any) -> tuple[MiniCache, FakeSmall]:
         small = FakeSmall()
         engine = MiniCache(
             StoryTarget(),
             small,
-            store=SQLiteStore(tmp_path / f"mc{len(made)}.db"),
+            store=store or SQLiteStore(tmp_path / f"mc{len(made)}.db"),
             embedder=HashEmbedder(),
             config=EngineConfig(
                 background_builds=False,
@@ -313,8 +323,8 @@ def test_an_example_whose_program_does_not_run_to_its_answer_never_joins(make):
     assert merges(engine) == []
 
 
-def test_an_evicted_entry_leaves_the_index_and_takes_no_group_in(make):
-    engine, _ = make(merge_groups=True)
+def test_an_evicted_entry_takes_no_group_in_though_the_index_still_lists_it(make):
+    engine, _ = make(merge_groups=True, route_refresh_s=3600.0)
     cookies = build(engine, COOKIES)
     served(engine, PAGES, VALUES[0])  # a look at the index: it now knows the cookies entry
     engine.wait_for_builds()
@@ -323,3 +333,103 @@ def test_an_evicted_entry_leaves_the_index_and_takes_no_group_in(make):
     engine.wait_for_builds()
     assert engine.store.get_group("default", marbles) is not None
     assert merges(engine) == []
+
+
+# -- what a merge or a join reads -----------------------------------------------------------------
+
+
+class CountingStore(SQLiteStore):
+    """A store that notes the reads a join would repeat on every miss."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: list[str] = []
+
+    def list_entries(self, tenant: str, status: EntryStatus | None = None) -> list[Entry]:
+        self.reads.append(f"list_entries {status}")
+        return super().list_entries(tenant, status)
+
+    def get_group(self, tenant: str, group_id: str) -> Any:
+        self.reads.append(f"get_group {group_id}")
+        return super().get_group(tenant, group_id)
+
+
+def story_entry(story: Domain, group_id: str) -> Entry:
+    names = [name for name, _ in story.params]
+    return Entry(
+        id=new_id("ent"),
+        tenant="default",
+        group_id=group_id,
+        template=[Variable(name, "integer", about) for name, about in story.params],
+        program=f"def solve({', '.join(names)}):\n    return {story.expression}\n",
+    )
+
+
+def test_the_entry_index_reads_the_store_at_most_once_per_refresh_and_again_after_a_change(
+    tmp_path,
+):
+    store = CountingStore(tmp_path / "index.db")
+    store.put_entry(story_entry(COOKIES, "grp_cookies"))
+    clock = [0.0]
+    index = ComputationIndex(store, refresh_s=1.0, clock=lambda: clock[0])
+    subtraction = index.entries("default")[0][1]
+    assert subtraction is not None and store.reads == ["list_entries active"]
+    store.put_entry(story_entry(MARBLES, "grp_marbles"))  # another replica's new entry
+    clock[0] = 0.9
+    assert [e.group_id for e, _ in index.entries_of("default", subtraction.shape)] == [
+        "grp_cookies"
+    ]
+    assert len(store.reads) == 1
+    clock[0] = 1.0  # a refresh later: it is read again
+    found = index.entries_of("default", subtraction.shape)
+    assert {e.group_id for e, _ in found} == {"grp_cookies", "grp_marbles"}
+    assert len(store.reads) == 2
+    store.put_entry(story_entry(PAGES, "grp_pages"))  # a build of this process
+    index.stale("default")
+    assert len(index.entries("default")) == 3 and len(store.reads) == 3
+
+
+def test_a_miss_of_no_entrys_computation_reads_no_entry_list_and_no_group_again(make, tmp_path):
+    store = CountingStore(tmp_path / "counted.db")
+    engine, _ = make(store=store, merge_groups=True, route_refresh_s=3600.0)
+    build(engine, COOKIES)
+    pages = served(engine, PAGES, VALUES[0]).group
+    engine.wait_for_builds()
+    store.reads.clear()
+    for _ in range(3):
+        assert engine.joins.join("default", pages) is None
+    assert store.reads == []
+
+
+# -- a request routed to a group before its merge -----------------------------------------------
+
+
+def test_a_miss_routed_to_a_group_before_its_merge_moves_to_the_survivor_after_it(make):
+    """The request's miss is recorded under the group it was routed to, after the merge deleted
+    that group, so recording creates it again: its example moves to the survivor, and the group
+    is gone again, though its program (a bare answer) does not lift and so could never join."""
+    engine, small = make(merge_groups=True)
+    store = engine.store
+    marbles = {served(engine, MARBLES, values).group for values in VALUES[:2]}.pop()
+    engine.wait_for_builds()  # two misses: no entry, nothing to join yet
+    cookies = build(engine, COOKIES)
+    assert {g.id for g in store.list_groups("default")} == {cookies, marbles}
+
+    def merge_meanwhile() -> None:  # the group joins the cookies entry while the request waits
+        assert engine.joins.join("default", marbles) is not None
+        assert store.get_group("default", marbles) is None
+
+    assert isinstance(engine.target, StoryTarget)
+    engine.target.during_miss, engine.target.answers_only = merge_meanwhile, True
+    late = served(engine, MARBLES, VALUES[2])
+    assert (late.route, late.group) == ("miss", marbles)  # routed before the merge
+    engine.wait_for_builds()
+
+    assert [g.id for g in store.list_groups("default")] == [cookies]
+    moved = [x for x in store.examples("default", cookies) if "marbles" in x.question]
+    assert len(moved) == 3 and MARBLES.ask(*VALUES[2]) in {x.question for x in moved}
+    assert engine.merges.survivor_of("default", marbles) == cookies
+    assert [e["merged"] for e in merges(engine)] == [marbles]  # the join; the move is no merge
+    small.mode = "raise"
+    again = served(engine, MARBLES, VALUES[3])
+    assert (again.route, again.group) == ("hit", cookies)
