@@ -23,9 +23,9 @@ first (the whole story, with the reasons, is docs/hits.md):
    hit until agreeing audits bring the bound back under delta.
 5. **Probation** (:func:`minicache.hit.audits.needs_probation`): where routing has not shown that it
    keeps a tenant's computations apart (SVAMP's word problems share words, not computations), a new
-   entry's first hit attempts are answered by the miss path and compared before it serves any; how
-   many, and the share of later hits audited, grow with the doubts in the entry's own record
-   (:mod:`minicache.hit.scrutiny`).
+   entry's first hit attempts are answered by the miss path and compared before it serves any. How
+   many grows with the contradictions stored in the entry's validation; the share of later hits
+   audited grows with every doubt in its record (:mod:`minicache.hit.scrutiny`).
 """
 
 from __future__ import annotations

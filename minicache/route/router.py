@@ -20,12 +20,14 @@ a group whose example differs from it only in consistently substituted names, it
 (:mod:`minicache.route.slots`) takes it instead of a new group. This only ever joins a request that
 would otherwise start a group; a decision the embedding makes is never changed.
 
-A group another replica deleted (merged into another, or deleted on the dashboard) keeps its rows in
-this process's index, which reads only what is added. So before a request joins a group of the
-index, the store is asked whether it still has it, at most once a refresh interval per group; a
-group it no longer has is forgotten here and the search goes on without it. Why not route there
-and let the miss recreate it: a merged group would come back under its old id, and the wording it
-took to the surviving group would keep coming back to it.
+A group another replica merged into another is deleted from the store but keeps its rows in this
+process's index, which reads only what is added. So before a request joins a group of the index,
+the store is asked whether it still has it, at most once a refresh interval per group; a group it no
+longer has is forgotten here and the search goes on without it. Why not route there and let the
+miss recreate it: a merged group would come back under its old id, and the wording it took to the
+surviving group would keep coming back to it. A group another replica invalidated keeps its row, so
+a request routed to it here records a new example under the old id and starts it afresh, as a new
+group would.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Requests over time and the live event feed, sampled from the store's counters and ``engine.events``.
 
-The store keeps cumulative counters per tenant, and the engine's events carry neither a time nor a
-tenant. A sampler that reads them every few seconds turns both into what the dashboard shows:
+The store keeps cumulative counters per tenant, and the engine's events carry no time and, but for
+builds and merges, no tenant. A sampler that reads them every few seconds turns both into what the
+dashboard shows:
 
 * **Requests over time** live in the store (``Store.record_history``), so the charts survive a
   restart: each sample writes its reading of the counters into the current minute and hour (when
@@ -10,10 +11,10 @@ tenant. A sampler that reads them every few seconds turns both into what the das
   own lowest, for the first). Replicas on one store read the same counters, so their readings
   merge and each request counts once. The tokens-saved estimate is the server's own, so its
   increments are added up.
-* **Events**: each new engine event is stamped with the time it was first seen and the tenant whose
-  store holds its entry or group; increments of the fallback and error counters become events too,
-  so failures appear in the feed as they happen. The feed lives in the server process: it starts
-  empty when the server does.
+* **Events**: each new engine event is stamped with the time it was first seen and a tenant: the
+  one the event names (builds and merges), else the one whose store holds its entry or group;
+  increments of the fallback and error counters become events too, so failures appear in the feed
+  as they happen. The feed lives in the server process: it starts empty when the server does.
 """
 
 from __future__ import annotations
