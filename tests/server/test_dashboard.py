@@ -1,6 +1,7 @@
 """The dashboard at /dashboard: login, tenant scoping and actions over HTTP (TestClient), the sampler
-behind its charts and live feed, and one walk through the pages in a real headless Chromium
-(Debian's ``chromium`` + ``chromium-driver`` with selenium, on a uvicorn server on loopback)."""
+behind its charts and live feed, and walks through the pages in one real headless Chromium
+(Debian's ``chromium`` + ``chromium-driver`` with selenium, on uvicorn servers on loopback): the
+actions and tenant isolation, and the overview's history after a restart on the same store."""
 
 from __future__ import annotations
 
@@ -493,12 +494,37 @@ def _chromium():
     return webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the module's browser tests (it takes seconds to start)."""
     driver = _chromium()
     driver.set_page_load_timeout(30)
     yield driver
     driver.quit()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The shared Chromium with no cookies: every test logs in afresh (cookies ignore the port, so
+    a login on one test server would otherwise be sent to the next one)."""
+    chromium.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    yield chromium
+    chromium.execute_cdp_cmd("Network.clearBrowserCookies", {})
+
+
+def follow(browser, element) -> None:
+    """Click a link or submit button and wait until the browser has left the page it was on.
+
+    A click returns before the navigation it starts has finished, so a lookup right after it can
+    read the old page (or none, mid-load); CI saw exactly that after #confirm."""
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()
+    WebDriverWait(browser, 15).until(staleness_of(element))
+    WebDriverWait(browser, 15).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
 
 
 @pytest.mark.browser
@@ -506,7 +532,6 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
     tmp_path, sandbox, browser
 ):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.expected_conditions import staleness_of
     from selenium.webdriver.support.ui import WebDriverWait
 
     mc = MiniCache(
@@ -532,22 +557,11 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
             def text(css: str) -> str:
                 return browser.find_element(By.CSS_SELECTOR, css).text
 
-            def follow(element) -> None:
-                """Click a link or submit button and wait until the browser has left the page it was on.
-
-                A click returns before the navigation it starts has finished, so a lookup right after
-                it can read the old page (or none, mid-load); CI saw exactly that after #confirm."""
-                element.click()
-                WebDriverWait(browser, 15).until(staleness_of(element))
-                WebDriverWait(browser, 15).until(
-                    lambda d: d.execute_script("return document.readyState") == "complete"
-                )
-
             def log_in(key: str) -> None:
                 browser.get(server.url + "/dashboard")
                 assert "/dashboard/login" in browser.current_url
                 browser.find_element(By.ID, "key").send_keys(key)
-                follow(browser.find_element(By.ID, "login"))
+                follow(browser, browser.find_element(By.ID, "login"))
                 assert key not in browser.current_url
 
             log_in(KEY_ADMIN)
@@ -569,15 +583,15 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
             cached = browser.find_element(By.CSS_SELECTOR, f'tr[data-group="{entry.group_id}"]')
             assert "cached" in cached.text and "3" in cached.text
             assert "current assets are $# and current liabilities are $#" in cached.text
-            follow(cached.find_element(By.CSS_SELECTOR, "a.entry-link"))
+            follow(browser, cached.find_element(By.CSS_SELECTOR, "a.entry-link"))
             assert text("#entry-id") == entry.id and text("#entry-status") == "active"
             program = text("#program")
             assert "def solve(" in program and "current_assets" in program
             assert "current_liabilities" in text("#template")
 
-            follow(browser.find_element(By.ID, "invalidate"))
+            follow(browser, browser.find_element(By.ID, "invalidate"))
             assert "Invalidate entry" in browser.find_element(By.TAG_NAME, "h1").text
-            follow(browser.find_element(By.ID, "confirm"))
+            follow(browser, browser.find_element(By.ID, "confirm"))
             assert text("#entry-status") == "evicted"
             assert mc.store.get_entry("a", entry.id).status == "evicted"
             browser.get(server.url + "/dashboard/groups?tenant=a")
@@ -597,7 +611,7 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
                 lambda d: len(d.find_elements(By.CSS_SELECTOR, builds)) >= 2
             )
 
-            follow(browser.find_element(By.ID, "logout"))
+            follow(browser, browser.find_element(By.ID, "logout"))
             log_in(KEY_B)
             browser.get(server.url + f"/dashboard/entries/{entry.id}?tenant=a")
             assert "cannot open the pages of tenant 'a'" in text("#error")
@@ -608,3 +622,52 @@ def test_in_a_real_browser_login_groups_entry_invalidate_and_tenant_isolation(
             assert browser.find_element(By.ID, "no-groups")
     finally:
         mc.close()
+
+
+@pytest.mark.browser
+def test_in_a_real_browser_the_overview_shows_the_requests_served_before_a_restart(
+    make, tmp_path, browser
+):
+    from selenium.webdriver.common.by import By
+
+    path = tmp_path / "restarted.db"
+    first = make(AUTH, store=SQLiteStore(path))
+    with (
+        BackgroundServer(first.app) as server,
+        httpx.Client(base_url=server.url) as http,
+    ):
+        routes = [ask(http, KEY_A, CURRENT_RATIO, v)["route"] for v in CR_VALUES[:3]]
+        assert routes == ["miss", "miss", "miss"]
+    # Leaving the block shuts the server down, and its shutdown takes the sampler's last sample.
+
+    again = make(AUTH, store=SQLiteStore(path))  # a new server process on the same store file
+
+    def read(script: str) -> str:
+        """One script, not a lookup then a read: the overview's live refresh replaces its chart
+        every few seconds, and an element found before a refresh is stale after it."""
+        return browser.execute_script(f"return {script}")
+
+    def chart_label() -> str:
+        return read("document.getElementById('chart').getAttribute('aria-label')")
+
+    with (
+        BackgroundServer(again.app) as server,
+        httpx.Client(base_url=server.url) as http,
+    ):
+        browser.get(server.url + "/dashboard")
+        assert "/dashboard/login" in browser.current_url
+        browser.find_element(By.ID, "key").send_keys(KEY_ADMIN)
+        follow(browser, browser.find_element(By.ID, "login"))
+        assert browser.find_element(By.TAG_NAME, "h1").text.startswith("Overview tenant a")
+        assert chart_label() == "requests per minute: 3 in the window"
+        assert "in this window: 3 requests" in read(
+            "document.querySelector('p.legend').textContent"
+        )
+        assert browser.find_elements(By.CSS_SELECTOR, "svg#chart rect.seg-miss")
+
+        follow(browser, browser.find_element(By.LINK_TEXT, "per hour"))
+        assert chart_label() == "requests per hour: 3 in the window"
+        # The new server's requests add to the history of the one before.
+        assert ask(http, KEY_A, CURRENT_RATIO, CR_VALUES[3])["route"] == "hit"
+        browser.refresh()
+        assert chart_label() == "requests per hour: 4 in the window"
