@@ -113,14 +113,7 @@ def _drop_rules(
     proven = readings.get("align")  # zero-model values only (see the module docstring)
     if proven is None or not _gives(run, proven, reference):
         return None
-    wrong = sorted(
-        k for k, v in by_rules.items() if k in entry.rules and not same_value(v, proven.get(k))
-    )
-    if not wrong:
-        return None
-    rules = {k: v for k, v in entry.rules.items() if k not in wrong}
-    note = {"check": Check.RULE, "dropped": wrong}
-    return _with_note(rules, copy.deepcopy(entry.validation), note)
+    return _without_misreading_rules(entry, by_rules, proven, Check.RULE)
 
 
 def _tell_apart(
@@ -136,8 +129,8 @@ def _tell_apart(
     values, words = readings.get("hit"), readings.get("words") or {}
     if values is None:
         return None
-    validation = copy.deepcopy(entry.validation)
     if _gives(run, values, reference):
+        validation = copy.deepcopy(entry.validation)
         learned = (validation.setdefault("profile", {})).setdefault("cues", {})
         new = {
             name: sorted(set(said) - set(learned.get(name, [])))
@@ -152,13 +145,24 @@ def _tell_apart(
     by_rules, by_cues = readings.get("rule"), readings.get("cues")
     if by_rules is None or by_cues is None or not _gives(run, by_cues, reference):
         return None
+    return _without_misreading_rules(entry, by_rules, by_cues, Check.UNCORROBORATED)
+
+
+def _without_misreading_rules(
+    entry: Entry,
+    by_rules: dict[str, Any],
+    proven: dict[str, Any],
+    check: Check,
+) -> Revision | None:
+    """The entry without the rules whose reading differs from ``proven`` (a reading the miss answer
+    confirmed), noted as dropped by ``check``; None where every rule read it right."""
     wrong = sorted(
-        k for k, v in by_rules.items() if k in entry.rules and not same_value(v, by_cues.get(k))
+        k for k, v in by_rules.items() if k in entry.rules and not same_value(v, proven.get(k))
     )
     if not wrong:
         return None
     rules = {k: v for k, v in entry.rules.items() if k not in wrong}
-    return _with_note(rules, validation, {"check": Check.UNCORROBORATED, "dropped": wrong})
+    return _with_note(rules, copy.deepcopy(entry.validation), {"check": check, "dropped": wrong})
 
 
 def _gives(run: Callable[[dict[str, Any]], Any], values: dict[str, Any], reference: Any) -> bool:
