@@ -96,7 +96,9 @@ class MiniCache:
         self.extractor = Extractor(
             small, use_rules=self.config.use_rules, use_choice=self.config.use_choice
         )
-        self.verifier = HitVerifier(self.extractor, self.config.verify)
+        self.verifier = HitVerifier(
+            self.extractor, self.config.verify, word_slots=self.config.route_word_slots
+        )
         # Build, audit and eviction events for progress displays and the dashboard; bounded.
         self.events = EventLog(self.config.max_events)
         self.admission = Admission(self.config.admission)

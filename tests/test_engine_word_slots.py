@@ -1,13 +1,16 @@
 """The engine routes with word slots when ``EngineConfig.route_word_slots`` asks for them: requests of
 one template that differ in names and items land in one group through ``MiniCache.solve``, and
-without the option they split as the router alone splits them (tests/route/test_word_slots.py)."""
+without the option they split as the router alone splits them (tests/route/test_word_slots.py).
+Once the group builds, its entry reads a request with other names, items or units in its
+exemplar's words (minicache.hit.word_slots) and serves it as a zero-model hit; a request whose
+operation word differs is not served by it."""
 
 from __future__ import annotations
 
 import pytest
 
-from fakes import numbers_in, request_of
-from minicache.config.engine import EngineConfig
+from fakes import FakeSmall, numbers_in, request_of
+from minicache.config.engine import EngineConfig, VerifyConfig
 from minicache.engine import MiniCache
 from minicache.models import FakeBackend, GenerationOptions, Message
 from minicache.route.lexical import LexicalEmbedder
@@ -62,3 +65,128 @@ def test_with_word_slots_a_name_varying_template_lands_in_one_group(groups_of_si
 
 def test_without_word_slots_the_same_requests_start_several_groups(groups_of_six_requests):
     assert len(groups_of_six_requests(False)) > 1
+
+
+# Two people and one item, all three named again in the question: the first number is the first
+# person's, and only their names tell the two numbers apart.
+MORE = (
+    "{n} collected {a} {i} on Monday and {m} collected {b} {i} on Monday as well. "
+    "How many more {i} did {n} collect than {m}?"
+)
+FEWER = MORE.replace("more", "fewer")  # one operation word changed
+# A person and a unit, both named again: a number's kind follows its unit ("5 hours": unit:hour).
+WORK = (
+    "Each day the machine gives {n} {a} {u} of work for {b} days. "
+    "How many {u} of work does {n} get in all?"
+)
+
+
+def written_program(messages: list[Message], options: GenerationOptions) -> str:
+    """The target: a plain program with the request's two numbers, which it subtracts for "more",
+    adds for "fewer" (so that a request of the other operation gets another answer) and multiplies
+    for the machine's work."""
+    question = request_of(messages)
+    first, second = numbers_in(question)[:2]
+    op = "*" if "machine" in question else "+" if "fewer" in question else "-"
+    return (
+        f"```python\ndef solve():\n    first = {first}\n    second = {second}\n"
+        f"    return first {op} second\n```"
+    )
+
+
+@pytest.fixture
+def building_engine(tmp_path, sandbox):
+    """A MiniCache with word slots on that builds after ``build_after`` misses (no probation, no
+    sampled audits: each hit is served as soon as its entry validates)."""
+    engines: list[tuple[MiniCache, FakeSmall]] = []
+
+    def make(build_after: int) -> tuple[MiniCache, FakeSmall]:
+        small = FakeSmall()
+        mc = MiniCache(
+            FakeBackend(written_program, name="fake-target"),
+            small,
+            store=SQLiteStore(tmp_path / f"building_{len(engines)}.db"),
+            embedder=LexicalEmbedder(),
+            sandbox=sandbox,
+            config=EngineConfig(
+                route_word_slots=True,
+                background_builds=False,
+                build_after=build_after,
+                build_early=0,
+                audit_rate=0.0,
+                verify=VerifyConfig(probation=0),
+            ),
+        )
+        engines.append((mc, small))
+        return mc, small
+
+    yield make
+    for mc, _small in engines:
+        mc.close()
+
+
+# The two numbers' sizes overlap from request to request (a second 7 above a first 6): the group's
+# record of sizes does not tell the two slots apart, only the words around them do.
+MORE_ASKED = [
+    ("Tom", "Maria", "apples", 12, 5),
+    ("Ken", "Aiko", "pears", 6, 2),
+    ("Lena", "Omar", "books", 9, 7),
+]
+MORE_LATER = [
+    ("Priya", "Jon", "stamps", 15, 8),
+    ("Ravi", "Sara", "shells", 7, 3),
+    ("Nina", "Paul", "cards", 11, 10),
+]
+
+
+def test_new_names_and_items_are_read_in_the_exemplars_words_and_served_as_zero_model_hits(
+    building_engine,
+):
+    mc, small = building_engine(build_after=3)
+    first = [mc.solve(MORE.format(n=n, m=m, i=i, a=a, b=b)) for n, m, i, a, b in MORE_ASKED]
+    assert [r.route for r in first] == ["miss"] * 3
+    group = first[0].group
+    assert {r.group for r in first} == {group}
+    entry = mc.store.active_entry("default", group)
+    assert entry is not None
+    asked = len(small.calls)
+    for n, m, i, a, b in MORE_LATER:
+        hit = mc.solve(MORE.format(n=n, m=m, i=i, a=a, b=b))
+        assert (hit.route, hit.group, hit.entry_id) == ("hit", group, entry.id)
+        assert hit.extraction in ("rule", "align")  # read without the small model
+        assert hit.answer == a - b
+    assert len(small.calls) == asked
+
+
+def test_a_request_whose_operation_word_differs_is_not_served_by_the_entry(building_engine):
+    """ "fewer" for "more" occurs once, in lower case: the request aligns with none of the group's,
+    starts a group of its own and is answered by its own program."""
+    mc, _small = building_engine(build_after=3)
+    for n, m, i, a, b in MORE_ASKED:
+        group = mc.solve(MORE.format(n=n, m=m, i=i, a=a, b=b)).group
+    entry = mc.store.active_entry("default", group)
+    assert entry is not None
+    fewer = mc.solve(FEWER.format(n="Priya", m="Jon", i="stamps", a=15, b=8))
+    assert fewer.route == "miss" and fewer.group != group and fewer.entry_id != entry.id
+    assert fewer.answer == 15 + 8
+    assert mc.store.get_entry("default", entry.id).hits == 0
+
+
+def test_a_unit_the_kinds_know_is_read_in_the_exemplars_unit_and_served_as_an_aligned_hit(
+    building_engine,
+):
+    """Two examples learn no rule for the first number (the words before it end in the name), so
+    alignment reads it; in minutes it is a number of another kind than the exemplar's hours."""
+    mc, small = building_engine(build_after=2)
+    first = [
+        mc.solve(WORK.format(n=n, u="hours", a=a, b=b))
+        for n, a, b in [("Tom", 9, 2), ("Maria", 11, 3)]
+    ]
+    group = first[0].group
+    assert first[1].group == group and mc.store.active_entry("default", group) is not None
+    asked = len(small.calls)
+    for n, unit, a, b in [("Lena", "minutes", 15, 5), ("Aiko", "weeks", 4, 6)]:
+        hit = mc.solve(WORK.format(n=n, u=unit, a=a, b=b))
+        assert (hit.route, hit.group, hit.extraction) == ("hit", group, "align")
+        assert hit.answer == a * b
+    assert len(small.calls) == asked

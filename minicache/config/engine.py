@@ -151,8 +151,9 @@ class EngineConfig:
     # kept rows up to which routing searches exactly (then coarse buckets)
     route_exact_rows: int = 20_000
     # A request that reaches no group by its embedding joins a group whose example differs from it
-    # only in consistently substituted names, items or units (minicache.route.slots). Off: no benchmark
-    # run has measured it (docs/routing.md has a replay of routing alone).
+    # only in consistently substituted names, items or units (minicache.route.slots), and a hit reads
+    # such a request in its entry's exemplar's words (minicache.hit.word_slots). Off: no benchmark run
+    # has measured it on its own (docs/routing.md has a replay of routing alone).
     route_word_slots: bool = False
     frozen: bool = False  # no new builds (existing entries keep serving)
     # how long a build may hold its group's lease before others may take over

@@ -3,7 +3,9 @@
 A validated example says, for each variable, which number of its request the variable took. The
 exemplar keeps that number's kind, its scale reading and its cue words (:mod:`minicache.hit.cues`),
 with the numbers masked, so it is learned from a single example where a learned rule
-(:func:`minicache.hit.rules.learn_rules`) needs two that agree. Text variables keep their region
+(:func:`minicache.hit.rules.learn_rules`) needs two that agree. A numeric exemplar also keeps its
+request's skeleton, the words a request naming other people, items or units is read in
+(:mod:`minicache.hit.word_slots`). Text variables keep their region
 (:mod:`minicache.hit.align_text`), table cells their row and column (:mod:`minicache.hit.tables`).
 Reading a request with an exemplar is :mod:`minicache.hit.align`; choosing a group's exemplars,
 each checked on the other examples, is :func:`minicache.hit.profile.learn_exemplars`.
@@ -17,6 +19,7 @@ from minicache.hit.align_text import learn_text_slot
 from minicache.hit.cues import number_words, positions, stems
 from minicache.hit.tables import learn_table_exemplar
 from minicache.programs.numbers import Position
+from minicache.route.router import skeleton
 from minicache.store.base import Variable
 
 
@@ -50,7 +53,11 @@ def learn_exemplar(
     numeric, taken = numbers
     slots.update(numeric)
     constants = [[p.kind, p.values()[0]] for p in region if p.start not in taken]
-    return {"slots": slots, "constants": constants}
+    if texts:
+        return {"slots": slots, "constants": constants}
+    # The request's words, values masked: a request that names other people, items or units is read
+    # in these words (minicache.hit.word_slots). Not for a text variable, whose value is the words.
+    return {"slots": slots, "constants": constants, "skeleton": skeleton(text)}
 
 
 def _learn_number_slots(

@@ -68,15 +68,25 @@ def check_exemplar(exemplar: dict[str, Any], validated: list[tuple[str, dict[str
 def learn_exemplars(
     template: list[Variable], validated: list[tuple[str, dict[str, Any]]], limit: int = 3
 ) -> list[dict[str, Any]]:
-    """Up to ``limit`` exemplars, the first validated example's first; each one checked on the others."""
+    """Up to ``limit`` exemplars, the first validated example's first; each one checked on the others.
+    One that reads as a kept one does (its skeleton aside: other names, the same slots) is not kept."""
     out: list[dict[str, Any]] = []
     for text, values in validated:
         exemplar = learn_exemplar(template, text, values)
-        if exemplar is not None and check_exemplar(exemplar, validated) and exemplar not in out:
+        if (
+            exemplar is not None
+            and check_exemplar(exemplar, validated)
+            and _reading(exemplar) not in map(_reading, out)
+        ):
             out.append(exemplar)
         if len(out) >= limit:
             break
     return out
+
+
+def _reading(exemplar: dict[str, Any]) -> dict[str, Any]:
+    """What an exemplar reads with: all of it but the skeleton (minicache.hit.word_slots)."""
+    return {k: v for k, v in exemplar.items() if k != "skeleton"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from minicache.hit.corroboration import corroborate, rule_readings
 from minicache.hit.extraction import Extraction, Extractor, Method, check_types
 from minicache.hit.independence import corroborate_reading
 from minicache.hit.profile import check_answer, checked_values
+from minicache.hit.word_slots import in_exemplar_words
 from minicache.store.base import Entry
 
 __all__ = ["MODEL_PATHS", "REFUTING", "ZERO_MODEL_PATHS", "HitRefused", "HitVerifier"]
@@ -55,9 +56,14 @@ REFUTING = (Check.RANGE, Check.UNIT, Check.UNWRITTEN, Check.DUPLICATE)
 class HitVerifier:
     """Extraction for a hit, with every check above. Stateless: safe to share between threads."""
 
-    def __init__(self, extractor: Extractor, config: VerifyConfig | None = None) -> None:
+    def __init__(
+        self, extractor: Extractor, config: VerifyConfig | None = None, *, word_slots: bool = False
+    ) -> None:
         self.extractor = extractor
         self.config = config or VerifyConfig()
+        # EngineConfig.route_word_slots: a request naming other people, items or units than an
+        # exemplar is read in the exemplar's words (minicache.hit.word_slots).
+        self.word_slots = word_slots
 
     def aligned(self, entry: Entry, text: str) -> tuple[Alignment | None, dict[str, Any]]:
         """The first complete alignment (None if there is none) and the slots every exemplar that read
@@ -100,9 +106,13 @@ class HitVerifier:
         """The verified values for ``entry`` from a request; raises HitRefused (or ExtractionError
         when the small model fails outright, which counts as the entry's failure). ``no_model``: the
         refusal to raise where only the small model could read the values (None: it is asked). A
-        refusal raised after the model chose carries its seconds as ``model_s``."""
+        refusal raised after the model chose carries its seconds as ``model_s``. With word slots,
+        every reader, the small model too, reads the request in an exemplar's words where it names
+        other people, items or units (minicache.hit.word_slots): its numbers are the request's."""
         began = time.perf_counter()
         text = self.extractor.text_for(entry, request_text)
+        if self.word_slots:
+            text = in_exemplar_words(entry, text)
         profile = entry.validation.get("profile") or {}
         by_rules = self.extractor.by_rules(entry, text)
         zero_model = self.config.align and self.extractor.use_rules

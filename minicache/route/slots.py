@@ -22,6 +22,8 @@ word by word and accepts a differing word only as a *slot*:
 
 At most a third of the words may be slots, so that two short requests that share only their
 punctuation are not one template. No word list: what decides is where a word occurs and how often.
+:func:`substitution` names the pairs of words that face each other; a hit reads a request through
+them, in its entry's exemplar's words (:mod:`minicache.hit.word_slots`).
 
 :class:`GroupWords` keeps, per group, the word sequences :func:`slot_aligned` compares a request
 with: a few recent skeletons per group, read from the store once and extended by this process's
@@ -62,32 +64,41 @@ def _name_at(seq: Sequence[str], i: int) -> bool:
     return not any(_title(w) for w in beside)
 
 
-def slot_aligned(a: Sequence[str], b: Sequence[str]) -> bool:
-    """Whether ``a`` and ``b`` (:func:`words` of two skeletons) are one template whose only
-    differences are consistent one-word substitutions of names, items or units (module docstring)."""
+def substitution(a: Sequence[str], b: Sequence[str]) -> dict[str, str] | None:
+    """The words of ``a`` that face other words in ``b`` (both :func:`words` of a skeleton), each
+    with the word it faces, both in lower case, where the two are one template whose only
+    differences are consistent one-word substitutions of names, items or units (module docstring);
+    None where they are not. Empty: the same words. Extraction reads a request through these pairs
+    (:mod:`minicache.hit.word_slots`)."""
     if len(a) != len(b) or len(a) < MIN_WORDS:
-        return False
+        return None
     low_a, low_b = [w.lower() for w in a], [w.lower() for w in b]
     diff = [i for i in range(len(a)) if low_a[i] != low_b[i]]
     if len(diff) > len(a) * MAX_SLOT_SHARE:
-        return False
+        return None
     pairs: dict[str, str] = {}
     back: dict[str, str] = {}
     for i in diff:
         x, y = low_a[i], low_b[i]
         if not (a[i].isalpha() and b[i].isalpha()) or a[i] in MASKS or b[i] in MASKS:
-            return False
+            return None
         if pairs.setdefault(x, y) != y or back.setdefault(y, x) != x:
-            return False  # one word faces two, or two words face one: not a consistent substitution
+            return None  # one word faces two, or two words face one: not a consistent substitution
     for x, y in pairs.items():
         where_a = [i for i, w in enumerate(low_a) if w == x]
         where_b = [i for i, w in enumerate(low_b) if w == y]
         if where_a != where_b:  # the word also occurs unchanged, or its partner does
-            return False
+            return None
         recurs = len(where_a) >= 2
         if not recurs and not (_name_at(a, where_a[0]) and _name_at(b, where_b[0])):
-            return False
-    return True
+            return None
+    return pairs
+
+
+def slot_aligned(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether ``a`` and ``b`` (:func:`words` of two skeletons) are one template whose only
+    differences are consistent one-word substitutions of names, items or units (module docstring)."""
+    return substitution(a, b) is not None
 
 
 class GroupWords:
