@@ -96,11 +96,12 @@ def written_program(messages: list[Message], options: GenerationOptions) -> str:
 
 @pytest.fixture
 def building_engine(tmp_path, sandbox):
-    """A MiniCache with word slots on that builds after ``build_after`` misses (no probation, no
-    sampled audits: each hit is served as soon as its entry validates)."""
+    """A MiniCache with word slots on (unless ``word_slots`` says otherwise) that builds after
+    ``build_after`` misses (no probation, no sampled audits: each hit is served as soon as its entry
+    validates)."""
     engines: list[tuple[MiniCache, FakeSmall]] = []
 
-    def make(build_after: int) -> tuple[MiniCache, FakeSmall]:
+    def make(build_after: int, word_slots: bool = True) -> tuple[MiniCache, FakeSmall]:
         small = FakeSmall()
         mc = MiniCache(
             FakeBackend(written_program, name="fake-target"),
@@ -109,7 +110,7 @@ def building_engine(tmp_path, sandbox):
             embedder=LexicalEmbedder(),
             sandbox=sandbox,
             config=EngineConfig(
-                route_word_slots=True,
+                route_word_slots=word_slots,
                 background_builds=False,
                 build_after=build_after,
                 build_early=0,
@@ -190,3 +191,18 @@ def test_a_unit_the_kinds_know_is_read_in_the_exemplars_unit_and_served_as_an_al
         assert (hit.route, hit.group, hit.extraction) == ("hit", group, "align")
         assert hit.answer == a * b
     assert len(small.calls) == asked
+
+
+def test_an_entry_built_without_word_slots_keeps_no_request_words_in_its_exemplars(
+    building_engine,
+):
+    """Off, the entry is as it was before the option existed; on, each exemplar keeps a skeleton.
+    One pair of names and one item, so that the requests are one group either way."""
+    for word_slots in (False, True):
+        mc, _small = building_engine(build_after=3, word_slots=word_slots)
+        for _n, _m, _i, a, b in MORE_ASKED:
+            group = mc.solve(MORE.format(n="Tom", m="Maria", i="apples", a=a, b=b)).group
+        entry = mc.store.active_entry("default", group)
+        assert entry is not None
+        exemplars = entry.validation["profile"]["exemplars"]
+        assert exemplars and all(("skeleton" in ex) is word_slots for ex in exemplars)

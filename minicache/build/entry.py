@@ -53,7 +53,11 @@ def new_entry(
             "attempts": run.attempts,
             "rule_examples": len(pairs),
             "profile": learn_profile(
-                template, pairs, [ex.answer for ex in run.examples], config.verify.exemplars
+                template,
+                pairs,
+                [ex.answer for ex in run.examples],
+                config.verify.exemplars,
+                word_slots=config.route_word_slots,
             ),
             "held": [ex.id for ex in run.held],
             "at": time.time(),

@@ -158,7 +158,9 @@ class GroupJoiner:
             answers.append(example.answer)
         if not examples:
             return None
-        profile = learn_profile(survivor.template, pairs, answers)
+        profile = learn_profile(
+            survivor.template, pairs, answers, word_slots=self.merger.config.route_word_slots
+        )
         return Fold(names or {}, profile, pairs, MergeBasis.PROGRAMS)
 
     def _reproduces(

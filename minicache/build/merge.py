@@ -48,7 +48,7 @@ from minicache.build.builder import Builder
 from minicache.build.computations import ComputationIndex, parameter_map, role_map, types_of
 from minicache.events import Event
 from minicache.hit.align import same_value
-from minicache.hit.profile import check_exemplar
+from minicache.hit.profile import check_exemplar, exemplar_reading
 from minicache.hit.rules import apply_rule
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
@@ -101,7 +101,9 @@ def merged_profile(
     kept = [ex for ex in out.get("exemplars", []) if check_exemplar(ex, their_pairs)]
     for exemplar in theirs.get("exemplars", []):
         renamed = _renamed_exemplar(exemplar, names)
-        if renamed not in kept and check_exemplar(renamed, our_pairs):
+        if exemplar_reading(renamed) not in map(exemplar_reading, kept) and check_exemplar(
+            renamed, our_pairs
+        ):
             kept.append(renamed)
     out["exemplars"] = kept
     for key in ("values", "kinds", "cues"):

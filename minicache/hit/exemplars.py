@@ -4,8 +4,8 @@ A validated example says, for each variable, which number of its request the var
 exemplar keeps that number's kind, its scale reading and its cue words (:mod:`minicache.hit.cues`),
 with the numbers masked, so it is learned from a single example where a learned rule
 (:func:`minicache.hit.rules.learn_rules`) needs two that agree. A numeric exemplar also keeps its
-request's skeleton, the words a request naming other people, items or units is read in
-(:mod:`minicache.hit.word_slots`). Text variables keep their region
+request's skeleton where ``EngineConfig.route_word_slots`` is on, the words a request naming other
+people or items is read in (:mod:`minicache.hit.word_slots`). Text variables keep their region
 (:mod:`minicache.hit.align_text`), table cells their row and column (:mod:`minicache.hit.tables`).
 Reading a request with an exemplar is :mod:`minicache.hit.align`; choosing a group's exemplars,
 each checked on the other examples, is :func:`minicache.hit.profile.learn_exemplars`.
@@ -24,12 +24,15 @@ from minicache.store.base import Variable
 
 
 def learn_exemplar(
-    template: list[Variable], text: str, values: dict[str, Any]
+    template: list[Variable], text: str, values: dict[str, Any], *, word_slots: bool = False
 ) -> dict[str, Any] | None:
     """An exemplar from one validated (request text, values), or None if a number is not written
     exactly once in the text (then nobody can tell which number it was), two variables took the same
     number, or a text value is not the request's words in order (see :func:`learn_text_slot`).
-    Values that are cells of the request's table are learned by their row and column instead."""
+    Values that are cells of the request's table are learned by their row and column instead.
+    ``word_slots`` (``EngineConfig.route_word_slots``): a numeric exemplar also keeps its request's
+    skeleton; without it the exemplar holds no more than alignment reads, since the skeleton is as
+    long as the request and is stored with the entry."""
     table = learn_table_exemplar(template, text, values)
     if table is not None:
         return table
@@ -53,7 +56,7 @@ def learn_exemplar(
     numeric, taken = numbers
     slots.update(numeric)
     constants = [[p.kind, p.values()[0]] for p in region if p.start not in taken]
-    if texts:
+    if texts or not word_slots:
         return {"slots": slots, "constants": constants}
     # The request's words, values masked: a request that names other people, items or units is read
     # in these words (minicache.hit.word_slots). Not for a text variable, whose value is the words.

@@ -25,9 +25,12 @@ def learn_profile(
     validated: list[tuple[str, dict[str, Any]]],
     answers: list[Any],
     exemplars: int = 3,
+    *,
+    word_slots: bool = False,
 ) -> dict[str, Any]:
     """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
-    group's numeric answers."""
+    group's numeric answers. ``word_slots``: each numeric exemplar keeps its request's skeleton
+    (:func:`minicache.hit.exemplars.learn_exemplar`)."""
     values: dict[str, list[Any]] = {}
     kinds: dict[str, list[str]] = {}
     for text, vals in validated:
@@ -46,7 +49,7 @@ def learn_profile(
     ]
     numeric = [a for a in answers if isinstance(a, (int, float)) and not isinstance(a, bool)]
     return {
-        "exemplars": learn_exemplars(template, validated, exemplars),
+        "exemplars": learn_exemplars(template, validated, exemplars, word_slots=word_slots),
         "values": {k: v[:20] for k, v in values.items()},
         "kinds": {k: sorted(set(v)) for k, v in kinds.items()},
         "equal": equal,
@@ -66,17 +69,21 @@ def check_exemplar(exemplar: dict[str, Any], validated: list[tuple[str, dict[str
 
 
 def learn_exemplars(
-    template: list[Variable], validated: list[tuple[str, dict[str, Any]]], limit: int = 3
+    template: list[Variable],
+    validated: list[tuple[str, dict[str, Any]]],
+    limit: int = 3,
+    *,
+    word_slots: bool = False,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` exemplars, the first validated example's first; each one checked on the others.
     One that reads as a kept one does (its skeleton aside: other names, the same slots) is not kept."""
     out: list[dict[str, Any]] = []
     for text, values in validated:
-        exemplar = learn_exemplar(template, text, values)
+        exemplar = learn_exemplar(template, text, values, word_slots=word_slots)
         if (
             exemplar is not None
             and check_exemplar(exemplar, validated)
-            and _reading(exemplar) not in map(_reading, out)
+            and exemplar_reading(exemplar) not in map(exemplar_reading, out)
         ):
             out.append(exemplar)
         if len(out) >= limit:
@@ -84,8 +91,10 @@ def learn_exemplars(
     return out
 
 
-def _reading(exemplar: dict[str, Any]) -> dict[str, Any]:
-    """What an exemplar reads with: all of it but the skeleton (minicache.hit.word_slots)."""
+def exemplar_reading(exemplar: dict[str, Any]) -> dict[str, Any]:
+    """What an exemplar reads with: all of it but the skeleton (minicache.hit.word_slots). Two
+    exemplars of one reading are one exemplar: kept twice, a duplicate would count twice where
+    every exemplar must read a request alike (minicache.hit.verify.HitVerifier.aligned)."""
     return {k: v for k, v in exemplar.items() if k != "skeleton"}
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from fakes import Domain, FakeSmall, HashEmbedder, first_build_request, numbers_in, request_of
 from minicache.build.computations import ComputationIndex
+from minicache.build.merge import merged_profile
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.hit.profile import learn_profile
 from minicache.models import FakeBackend, GenerationOptions, Message
 from minicache.programs.computation import computation_of
 from minicache.store import Entry, EntryStatus, Example, SQLiteStore, Variable, new_id
@@ -182,6 +184,29 @@ def test_programs_that_compute_otherwise_are_not_one_computation(other):
 
 def test_a_parameter_the_program_never_uses_has_no_role_to_match():
     assert computation_of("def solve(a=1, b=2, unused=3):\n    return a - b\n") is None
+
+
+# -- merged profiles ----------------------------------------------------------------------------
+
+
+def test_a_merged_exemplar_that_reads_as_a_kept_one_is_not_kept_twice():
+    """Two exemplars that differ only in their requests' words (learned with word slots: a
+    skeleton each) are one reading: kept twice, the duplicate would count twice where every
+    exemplar must read a request alike (minicache.hit.verify.HitVerifier.aligned)."""
+    template = [Variable("first"), Variable("second")]
+    ask = "On Monday the shop sold {a} cups and {b} plates to a customer called {n}. Total sold?"
+    ours, theirs = (
+        learn_profile(
+            template,
+            [(ask.format(a=4, b=9, n=n), {"first": 4, "second": 9})],
+            [13],
+            word_slots=True,
+        )
+        for n in ("Tom", "Maria")
+    )
+    assert ours["exemplars"] != theirs["exemplars"]  # their skeletons differ
+    merged = merged_profile(ours, theirs, {"first": "first", "second": "second"}, [], [])
+    assert merged["exemplars"] == ours["exemplars"]
 
 
 # -- groups merging -----------------------------------------------------------------------------

@@ -31,8 +31,11 @@ def more(n: str, m: str, i: str, a: int, b: int) -> str:
 
 
 def entry_of(template: list[Variable], validated: list[tuple[str, dict[str, int]]]) -> Entry:
-    """An entry whose profile (exemplars first) is learned from ``validated``, with no rules."""
-    profile = learn_profile(template, validated, [v["first"] - v["second"] for _, v in validated])
+    """An entry whose profile (exemplars first, each with its skeleton) is learned from
+    ``validated``, with no rules."""
+    profile = learn_profile(
+        template, validated, [v["first"] - v["second"] for _, v in validated], word_slots=True
+    )
     return Entry(
         id="ent_more",
         tenant="default",
@@ -76,7 +79,10 @@ def test_with_word_slots_the_names_tell_the_numbers_apart_and_alignment_serves_t
 def test_a_substituted_unit_gives_the_number_the_exemplars_kind():
     template = [Variable("given"), Variable("days")]
     exemplar = learn_exemplar(
-        template, WORK.format(n="Tom", u="hours", a=9, b=2), {"given": 9, "days": 2}
+        template,
+        WORK.format(n="Tom", u="hours", a=9, b=2),
+        {"given": 9, "days": 2},
+        word_slots=True,
     )
     assert exemplar is not None
     entry = Entry(
@@ -117,7 +123,10 @@ def test_a_rewriting_that_would_change_a_number_is_not_made():
     plan = "A loan of {a} dollars is repaid {f} over {b} years, and each {f} payment is equal."
     template = [Variable("first"), Variable("second")]
     exemplar = learn_exemplar(
-        template, plan.format(a=9000, f="quarterly", b=3), {"first": 9000, "second": 3}
+        template,
+        plan.format(a=9000, f="quarterly", b=3),
+        {"first": 9000, "second": 3},
+        word_slots=True,
     )
     assert exemplar is not None and "skeleton" in exemplar
     entry = Entry(
@@ -132,5 +141,13 @@ def test_exemplars_that_differ_only_in_their_requests_words_are_kept_once():
     the second, which differs only in its skeleton, is not kept beside the first."""
     ask = "On Monday the shop sold {a} cups and {b} plates to a customer called {n}. Total sold?"
     validated = [(ask.format(a=4, b=9, n=n), {"first": 4, "second": 9}) for n in ("Tom", "Maria")]
-    kept = learn_exemplars(TWO, validated)
+    kept = learn_exemplars(TWO, validated, word_slots=True)
     assert len(kept) == 1 and "Tom" in kept[0]["skeleton"]
+
+
+def test_without_word_slots_an_exemplar_keeps_no_skeleton():
+    """Off, an exemplar holds what alignment reads and no more: no copy of its request's words."""
+    off, on = learn_exemplar(TWO, *TOM), learn_exemplar(TWO, *TOM, word_slots=True)
+    assert off is not None and on is not None
+    assert "skeleton" not in off and "skeleton" in on
+    assert all("skeleton" not in ex for ex in learn_exemplars(TWO, [TOM, KEN]))
