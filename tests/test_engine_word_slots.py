@@ -1,9 +1,10 @@
 """The engine routes with word slots when ``EngineConfig.route_word_slots`` asks for them: requests of
 one template that differ in names and items land in one group through ``MiniCache.solve``, and
 without the option they split as the router alone splits them (tests/route/test_word_slots.py).
-Once the group builds, its entry reads a request with other names, items or units in its
-exemplar's words (minicache.hit.word_slots) and serves it as a zero-model hit; a request whose
-operation word differs is not served by it."""
+Once the group builds, its entry reads a request with other names or items in its exemplar's words
+(minicache.hit.word_slots) and serves it as a zero-model hit; a request whose operation word differs
+is not served by it, and a request in another unit is not read through the exemplar's where the
+entry's program converts units."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 from fakes import FakeSmall, numbers_in, request_of
 from minicache.config.engine import EngineConfig, VerifyConfig
 from minicache.engine import MiniCache
+from minicache.errors import HitRefused
+from minicache.hit.word_slots import in_exemplar_words
 from minicache.models import FakeBackend, GenerationOptions, Message
 from minicache.route.lexical import LexicalEmbedder
 from minicache.store import SQLiteStore
@@ -74,20 +77,32 @@ MORE = (
     "How many more {i} did {n} collect than {m}?"
 )
 FEWER = MORE.replace("more", "fewer")  # one operation word changed
-# A person and a unit, both named again: a number's kind follows its unit ("5 hours": unit:hour).
+# A person and a unit, both named again; the question asks in the request's own unit.
 WORK = (
-    "Each day the machine gives {n} {a} {u} of work for {b} days. "
-    "How many {u} of work does {n} get in all?"
+    "Each day the pump gives {n} {a} {u} of water for {b} days. "
+    "How many {u} of water does {n} get in all?"
 )
+# Two amounts in one unit, the question in hours: the program converts the unit.
+PRACTICE = (
+    "{n} practices {a} {u} on Monday and {b} {u} on Tuesday. "
+    "How many hours does {n} practice on the two days?"
+)
+PER_HOUR = {"minutes": 60, "seconds": 3600}
 
 
 def written_program(messages: list[Message], options: GenerationOptions) -> str:
     """The target: a plain program with the request's two numbers, which it subtracts for "more",
-    adds for "fewer" (so that a request of the other operation gets another answer) and multiplies
-    for the machine's work."""
+    adds for "fewer" (so that a request of the other operation gets another answer), multiplies for
+    the pump's water and adds and converts to hours for the practice, by the request's own unit."""
     question = request_of(messages)
     first, second = numbers_in(question)[:2]
-    op = "*" if "machine" in question else "+" if "fewer" in question else "-"
+    if "practices" in question:
+        per_hour = PER_HOUR["seconds" if "seconds" in question else "minutes"]
+        return (
+            f"```python\ndef solve():\n    first = {first}\n    second = {second}\n"
+            f"    return (first + second) / {per_hour}\n```"
+        )
+    op = "*" if "pump" in question else "+" if "fewer" in question else "-"
     return (
         f"```python\ndef solve():\n    first = {first}\n    second = {second}\n"
         f"    return first {op} second\n```"
@@ -173,24 +188,51 @@ def test_a_request_whose_operation_word_differs_is_not_served_by_the_entry(build
     assert mc.store.get_entry("default", entry.id).hits == 0
 
 
-def test_a_unit_the_kinds_know_is_read_in_the_exemplars_unit_and_served_as_an_aligned_hit(
+def test_a_unit_the_program_does_not_convert_is_read_in_the_exemplars_unit_and_served(
     building_engine,
 ):
-    """Two examples learn no rule for the first number (the words before it end in the name), so
-    alignment reads it; in minutes it is a number of another kind than the exemplar's hours."""
+    """The question asks in the request's own unit and the program multiplies, with no constant of
+    its own: its answer is right whatever unit the request names, so "gallons" may be read as the
+    exemplar's "litres" (plain numbers both) and served without the small model."""
     mc, small = building_engine(build_after=2)
     first = [
-        mc.solve(WORK.format(n=n, u="hours", a=a, b=b))
+        mc.solve(WORK.format(n=n, u="litres", a=a, b=b))
         for n, a, b in [("Tom", 9, 2), ("Maria", 11, 3)]
     ]
     group = first[0].group
-    assert first[1].group == group and mc.store.active_entry("default", group) is not None
+    assert first[1].group == group
+    entry = mc.store.active_entry("default", group)
+    assert entry is not None
     asked = len(small.calls)
-    for n, unit, a, b in [("Lena", "minutes", 15, 5), ("Aiko", "weeks", 4, 6)]:
-        hit = mc.solve(WORK.format(n=n, u=unit, a=a, b=b))
+    for n, unit, a, b in [("Lena", "gallons", 15, 5), ("Aiko", "buckets", 4, 6)]:
+        request = WORK.format(n=n, u=unit, a=a, b=b)
+        assert "litres" in in_exemplar_words(entry, request)
+        hit = mc.solve(request)
         assert (hit.route, hit.group, hit.extraction) == ("hit", group, "align")
         assert hit.answer == a * b
     assert len(small.calls) == asked
+
+
+@pytest.mark.parametrize("build_after", [2, 3])
+def test_an_hours_entry_does_not_serve_a_request_in_seconds_through_its_minutes(
+    building_engine, build_after
+):
+    """The entry divides minutes by 60; routing joins a request in seconds (the unit recurs), but it
+    is not read as minutes (the entry's program writes a constant, and "1800 seconds" is not a
+    unit:minute number), nor served as written, where a learned rule would read 1800 as minutes:
+    the hit is refused and the miss path answers in seconds."""
+    mc, _small = building_engine(build_after=build_after)
+    asked = [("Tom", 30, 45), ("Maria", 20, 50), ("Ken", 15, 25)][:build_after]
+    first = [mc.solve(PRACTICE.format(n=n, u="minutes", a=a, b=b)) for n, a, b in asked]
+    group = first[0].group
+    entry = mc.store.active_entry("default", group)
+    assert entry is not None and "/ 60" in entry.program
+    request = PRACTICE.format(n="Lena", u="seconds", a=1800, b=2700)
+    with pytest.raises(HitRefused):
+        in_exemplar_words(entry, request)
+    result = mc.solve(request)
+    assert result.route != "hit"
+    assert result.answer == (1800 + 2700) / 3600
 
 
 def test_an_entry_built_without_word_slots_keeps_no_request_words_in_its_exemplars(

@@ -61,8 +61,8 @@ class HitVerifier:
     ) -> None:
         self.extractor = extractor
         self.config = config or VerifyConfig()
-        # EngineConfig.route_word_slots: a request naming other people, items or units than an
-        # exemplar is read in the exemplar's words (minicache.hit.word_slots).
+        # EngineConfig.route_word_slots: a request naming other people or items than an exemplar
+        # is read in the exemplar's words (minicache.hit.word_slots).
         self.word_slots = word_slots
 
     def aligned(self, entry: Entry, text: str) -> tuple[Alignment | None, dict[str, Any]]:
@@ -108,7 +108,8 @@ class HitVerifier:
         refusal to raise where only the small model could read the values (None: it is asked). A
         refusal raised after the model chose carries its seconds as ``model_s``. With word slots,
         every reader, the small model too, reads the request in an exemplar's words where it names
-        other people, items or units (minicache.hit.word_slots): its numbers are the request's."""
+        other people or items (minicache.hit.word_slots): its numbers are the request's. One that
+        differs from an exemplar's request in a word it may not be read through is refused first."""
         began = time.perf_counter()
         text = self.extractor.text_for(entry, request_text)
         if self.word_slots:

@@ -22,8 +22,10 @@ word by word and accepts a differing word only as a *slot*:
 
 At most a third of the words may be slots, so that two short requests that share only their
 punctuation are not one template. No word list: what decides is where a word occurs and how often.
-:func:`substitution` names the pairs of words that face each other; a hit reads a request through
-them, in its entry's exemplar's words (:mod:`minicache.hit.word_slots`).
+:func:`substitution` names the pairs of words that face each other and :func:`slot_role` what each
+names (an item or unit after a number, a person's name, or neither); a hit reads a request through
+the pairs, in its entry's exemplar's words, only where each is a name or an item, and refuses the
+hit otherwise (:mod:`minicache.hit.word_slots`).
 
 :class:`GroupWords` keeps, per group, the word sequences :func:`slot_aligned` compares a request
 with: a few recent skeletons per group, read from the store once and extended by this process's
@@ -36,10 +38,12 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 _WORD = re.compile(r"[^\W\d_]+|\d+|[^\w\s]")
 # the tokens skeleton() puts in place of values: equal in every request of a template, never a slot
 MASKS = frozenset({"NUM", "MONEY", "PCT", "DATE", "QUOTE"})
+NUMBERS = frozenset({"NUM", "MONEY", "PCT"})  # the masks of a number's value
 _SENTENCE_END = frozenset({".", "?", "!", ":", ";"})
 MIN_WORDS = 6  # shorter skeletons are too little context to call a differing word a slot
 MAX_SLOT_SHARE = 1 / 3  # at most this share of a skeleton's words may be slots
@@ -93,6 +97,20 @@ def substitution(a: Sequence[str], b: Sequence[str]) -> dict[str, str] | None:
         if not recurs and not (_name_at(a, where_a[0]) and _name_at(b, where_b[0])):
             return None
     return pairs
+
+
+def slot_role(a: Sequence[str], b: Sequence[str], word: str) -> Literal["item", "name"] | None:
+    """What the substituted ``word`` (a key of ``substitution(a, b)``) names where it occurs:
+    ``"item"`` where an occurrence directly follows a number in both requests (an item or unit,
+    "5 apples", "30 minutes"), else ``"name"`` where an occurrence reads as a person's name in both,
+    else None (a recurring verb or operation word: "spends" for "earns"). Substituted words face
+    each other at the same places, so both are read at the same index."""
+    where = [i for i, w in enumerate(a) if w.lower() == word]
+    if any(i > 0 and a[i - 1] in NUMBERS and b[i - 1] in NUMBERS for i in where):
+        return "item"
+    if any(_name_at(a, i) and _name_at(b, i) for i in where):
+        return "name"
+    return None
 
 
 def slot_aligned(a: Sequence[str], b: Sequence[str]) -> bool:

@@ -8,7 +8,7 @@ import pytest
 
 from minicache.route.lexical import LexicalEmbedder
 from minicache.route.router import Router, skeleton
-from minicache.route.slots import GroupWords, slot_aligned, words
+from minicache.route.slots import GroupWords, slot_aligned, slot_role, substitution, words
 from minicache.store import Example, SQLiteStore, new_id
 
 BUYS = "{n} has {a} {i} and buys {b} more. How many {i} does {n} have?"
@@ -81,6 +81,21 @@ def test_a_single_name_inside_a_sentence_is_a_slot_but_a_title_or_a_first_word_i
         "Double 5 and then add 3 to the result. What is it?",
         "Triple 5 and then add 3 to the result. What is it?",
     )
+
+
+def test_a_substituted_word_is_a_name_an_item_after_a_number_or_neither():
+    """What a hit may read a request through (minicache.hit.word_slots): "Maria" is a name where
+    "Tom" stood mid-sentence, "pears" follows a number as "apples" did, and a recurring verb is
+    neither, whatever it does to the computation."""
+    mine = words(skeleton(ask(BUYS, "Maria", "pears", 12, 7)))
+    theirs = words(skeleton(ask(BUYS, "Tom", "apples", 5, 3)))
+    pairs = substitution(mine, theirs)
+    assert pairs == {"maria": "tom", "pears": "apples"}
+    assert {x: slot_role(mine, theirs, x) for x in pairs} == {"maria": "name", "pears": "item"}
+    coins = "On Monday Tom {v} 5 coins, and on Friday Tom {v} 3 coins. How many coins in all?"
+    mine, theirs = (words(skeleton(coins.format(v=v))) for v in ("earns", "spends"))
+    assert substitution(mine, theirs) == {"earns": "spends"}
+    assert slot_role(mine, theirs, "earns") is None
 
 
 def test_a_name_varying_template_routes_to_one_group(store):
