@@ -4,7 +4,10 @@ without the option they split as the router alone splits them (tests/route/test_
 Once the group builds, its entry reads a request with other names or items in its exemplar's words
 (minicache.hit.word_slots) and serves it as a zero-model hit; a request whose operation word differs
 is not served by it, and a request in another unit is not read through the exemplar's where the
-entry's program converts units."""
+entry's program converts units. A request is read in the exemplar's words only where the entry's
+examples had other words in each place it substitutes, so the streams that build entries name
+several people, items or units; a comparison word every example had ("more") is not read as
+another ("fewer")."""
 
 from __future__ import annotations
 
@@ -82,6 +85,12 @@ WORK = (
     "Each day the pump gives {n} {a} {u} of water for {b} days. "
     "How many {u} of water does {n} get in all?"
 )
+# A comparison word that follows a number and recurs: "more" and "fewer" stand where an item stands,
+# and the program for "more" adds, with no constant of its own.
+SINCE = (
+    "{n} has {a} {i} and {m} has {b} {c} {i} than {n}. "
+    "Since {m} has {c}, how many {i} does {m} have?"
+)
 # Two amounts in one unit, the question in hours: the program converts the unit.
 PRACTICE = (
     "{n} practices {a} {u} on Monday and {b} {u} on Tuesday. "
@@ -92,8 +101,9 @@ PER_HOUR = {"minutes": 60, "seconds": 3600}
 
 def written_program(messages: list[Message], options: GenerationOptions) -> str:
     """The target: a plain program with the request's two numbers, which it subtracts for "more",
-    adds for "fewer" (so that a request of the other operation gets another answer), multiplies for
-    the pump's water and adds and converts to hours for the practice, by the request's own unit."""
+    adds for "fewer" (so that a request of the other operation gets another answer), the other way
+    round where the second person's count is asked ("Since"), multiplies for the pump's water and
+    adds and converts to hours for the practice, by the request's own unit."""
     question = request_of(messages)
     first, second = numbers_in(question)[:2]
     if "practices" in question:
@@ -102,7 +112,13 @@ def written_program(messages: list[Message], options: GenerationOptions) -> str:
             f"```python\ndef solve():\n    first = {first}\n    second = {second}\n"
             f"    return (first + second) / {per_hour}\n```"
         )
-    op = "*" if "pump" in question else "+" if "fewer" in question else "-"
+    op = (
+        "*"
+        if "pump" in question
+        else "+"
+        if ("fewer" in question) != ("Since" in question)
+        else "-"
+    )
     return (
         f"```python\ndef solve():\n    first = {first}\n    second = {second}\n"
         f"    return first {op} second\n```"
@@ -192,25 +208,62 @@ def test_a_unit_the_program_does_not_convert_is_read_in_the_exemplars_unit_and_s
     building_engine,
 ):
     """The question asks in the request's own unit and the program multiplies, with no constant of
-    its own: its answer is right whatever unit the request names, so "gallons" may be read as the
-    exemplar's "litres" (plain numbers both) and served without the small model."""
+    its own: its answer is right whatever unit the request names. The two examples the entry is
+    built on name the unit differently (litres, gallons), so its record shows the unit's place
+    varies, and "buckets" or "cups" may be read as the exemplar's "litres" (plain numbers all) and
+    served without the small model."""
     mc, small = building_engine(build_after=2)
     first = [
-        mc.solve(WORK.format(n=n, u="litres", a=a, b=b))
-        for n, a, b in [("Tom", 9, 2), ("Maria", 11, 3)]
+        mc.solve(WORK.format(n=n, u=u, a=a, b=b))
+        for n, u, a, b in [("Tom", "litres", 9, 2), ("Maria", "gallons", 11, 3)]
     ]
     group = first[0].group
     assert first[1].group == group
     entry = mc.store.active_entry("default", group)
     assert entry is not None
     asked = len(small.calls)
-    for n, unit, a, b in [("Lena", "gallons", 15, 5), ("Aiko", "buckets", 4, 6)]:
+    for n, unit, a, b in [("Lena", "buckets", 15, 5), ("Aiko", "cups", 4, 6)]:
         request = WORK.format(n=n, u=unit, a=a, b=b)
         assert "litres" in in_exemplar_words(entry, request)
         hit = mc.solve(request)
         assert (hit.route, hit.group, hit.extraction) == ("hit", group, "align")
         assert hit.answer == a * b
     assert len(small.calls) == asked
+
+
+SINCE_ASKED = [
+    ("Tom", "Maria", "apples", 12, 5),
+    ("Ken", "Aiko", "pears", 6, 2),
+    ("Lena", "Omar", "books", 9, 7),
+]
+
+
+def test_a_comparison_word_the_examples_never_varied_is_not_read_as_theirs(building_engine):
+    """ "fewer" for "more" follows a number and recurs, as an item does, and the entry's program (an
+    addition) writes no constant; but every example the entry was built on had "more" there, while
+    their names and items varied. A request with new names and items is served as a hit; one with
+    "fewer" is refused (no example showed the template read alike with another word there) and the
+    miss path subtracts."""
+    mc, small = building_engine(build_after=3)
+    first = [
+        mc.solve(SINCE.format(n=n, m=m, i=i, a=a, b=b, c="more")) for n, m, i, a, b in SINCE_ASKED
+    ]
+    assert [r.answer for r in first] == [a + b for *_, a, b in SINCE_ASKED]
+    group = first[0].group
+    entry = mc.store.active_entry("default", group)
+    assert entry is not None and "+" in entry.program
+    asked = len(small.calls)
+    hit = mc.solve(SINCE.format(n="Priya", m="Jon", i="stamps", a=15, b=8, c="more"))
+    assert (hit.route, hit.entry_id, hit.answer) == ("hit", entry.id, 15 + 8)
+    assert len(small.calls) == asked
+    request = SINCE.format(n="Tom", m="Maria", i="apples", a=15, b=8, c="fewer")
+    with pytest.raises(HitRefused) as refusal:
+        in_exemplar_words(entry, request)
+    assert "never had another word than 'more'" in refusal.value.reason
+    result = mc.solve(request)
+    assert result.route != "hit"
+    assert result.answer == 15 - 8
+    assert mc.store.get_entry("default", entry.id).hits == 1
 
 
 @pytest.mark.parametrize("build_after", [2, 3])
@@ -248,3 +301,4 @@ def test_an_entry_built_without_word_slots_keeps_no_request_words_in_its_exempla
         assert entry is not None
         exemplars = entry.validation["profile"]["exemplars"]
         assert exemplars and all(("skeleton" in ex) is word_slots for ex in exemplars)
+        assert all(("varies" in ex) is word_slots for ex in exemplars)

@@ -5,8 +5,10 @@ exemplar keeps that number's kind, its scale reading and its cue words (:mod:`mi
 with the numbers masked, so it is learned from a single example where a learned rule
 (:func:`minicache.hit.rules.learn_rules`) needs two that agree. A numeric exemplar also keeps its
 request's skeleton where ``EngineConfig.route_word_slots`` is on, the words a request naming other
-people or items is read in (:mod:`minicache.hit.word_slots`). Text variables keep their region
-(:mod:`minicache.hit.align_text`), table cells their row and column (:mod:`minicache.hit.tables`).
+people or items is read in (:mod:`minicache.hit.word_slots`), and the places where its group's
+examples had other words (:func:`minicache.hit.profile.learn_exemplars`). Text variables keep their
+region (:mod:`minicache.hit.align_text`), table cells their row and column
+(:mod:`minicache.hit.tables`).
 Reading a request with an exemplar is :mod:`minicache.hit.align`; choosing a group's exemplars,
 each checked on the other examples, is :func:`minicache.hit.profile.learn_exemplars`.
 """

@@ -17,7 +17,11 @@ from minicache.hit.align import align, same_value
 from minicache.hit.checks import Check
 from minicache.hit.cues import positions
 from minicache.hit.exemplars import learn_exemplar
+from minicache.hit.word_slots import varied_positions
+from minicache.route.router import skeleton
 from minicache.store.base import Variable
+
+WORDS = ("skeleton", "varies")  # what an exemplar keeps of its request's words, for word slots
 
 
 def learn_profile(
@@ -30,7 +34,8 @@ def learn_profile(
 ) -> dict[str, Any]:
     """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
     group's numeric answers. ``word_slots``: each numeric exemplar keeps its request's skeleton
-    (:func:`minicache.hit.exemplars.learn_exemplar`)."""
+    (:func:`minicache.hit.exemplars.learn_exemplar`) and where the examples varied its words
+    (:func:`learn_exemplars`)."""
     values: dict[str, list[Any]] = {}
     kinds: dict[str, list[str]] = {}
     for text, vals in validated:
@@ -76,7 +81,11 @@ def learn_exemplars(
     word_slots: bool = False,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` exemplars, the first validated example's first; each one checked on the others.
-    One that reads as a kept one does (its skeleton aside: other names, the same slots) is not kept."""
+    One that reads as a kept one does (its skeleton aside: other names, the same slots) is not kept.
+    ``word_slots``: each exemplar with a skeleton also keeps, as ``"varies"``, the places where an
+    example of ``validated`` aligns with its request and has another word
+    (:func:`minicache.hit.word_slots.varied_positions`): a request is read in its words only where
+    they varied."""
     out: list[dict[str, Any]] = []
     for text, values in validated:
         exemplar = learn_exemplar(template, text, values, word_slots=word_slots)
@@ -88,14 +97,21 @@ def learn_exemplars(
             out.append(exemplar)
         if len(out) >= limit:
             break
+    if word_slots:
+        # From every example: those a duplicate reading or the limit leaves out are evidence too.
+        skeletons = [skeleton(text) for text, _ in validated]
+        for exemplar in out:
+            if "skeleton" in exemplar:
+                exemplar["varies"] = varied_positions(exemplar["skeleton"], skeletons)
     return out
 
 
 def exemplar_reading(exemplar: dict[str, Any]) -> dict[str, Any]:
-    """What an exemplar reads with: all of it but the skeleton (minicache.hit.word_slots). Two
-    exemplars of one reading are one exemplar: kept twice, a duplicate would count twice where
-    every exemplar must read a request alike (minicache.hit.verify.HitVerifier.aligned)."""
-    return {k: v for k, v in exemplar.items() if k != "skeleton"}
+    """What an exemplar reads with: all of it but its request's words (the skeleton and where the
+    examples varied it, minicache.hit.word_slots). Two exemplars of one reading are one exemplar:
+    kept twice, a duplicate would count twice where every exemplar must read a request alike
+    (minicache.hit.verify.HitVerifier.aligned)."""
+    return {k: v for k, v in exemplar.items() if k not in WORDS}
 
 
 # ---------------------------------------------------------------------------------------------

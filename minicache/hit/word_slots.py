@@ -25,12 +25,24 @@ A substitution is read through only where every substituted pair is one of two t
   request names ("30 minutes" to hours is ``/ 60``, from seconds ``/ 3600``), so a request naming
   another unit or item cannot be read through the exemplar's;
 
-and only where the rewriting leaves every number of the request its value and its kind. A request
-that aligns with an exemplar's request only through another pair (a recurring verb or operation word:
-"spends" for "earns", "halve" for "triple", "monthly" for "quarterly"), through an item or unit the
-program may convert, or through a rewriting that would change a number ("30 points" read as "30
-percent" becomes a percentage, "30 seconds" as "30 minutes" a ``unit:minute``) is refused
-(``Check.ALIGN``), and the miss path answers it. Read as written it is no better: the entry was
+where the rewriting leaves every number of the request its value and its kind; and only where every
+place the request substitutes is one the entry's own examples varied. A build records, for each
+exemplar, the places where an example the entry validated on (its program computed that example's
+answer) aligns with the exemplar's request and has another word there (``exemplar["varies"]``,
+:func:`varied_positions`; from every such example, a duplicate reading's too). A role is told by
+where a word stands, which does not say what the word means: a comparison word that follows a number
+and recurs ("5 *more* ... 3 *more*") stands where an item stands. The record says whether the
+program was seen to answer right with another word in that place: where the examples named "apples"
+and "pears", a request naming "books" is read as the exemplar's; where every example had "more", a
+request with "fewer" is not read as one with "more". The same holds for names.
+
+A request that aligns with an exemplar's request only through another pair (a recurring verb or
+operation word: "spends" for "earns", "halve" for "triple", "monthly" for "quarterly"), through an
+item or unit the program may convert, through a rewriting that would change a number ("30 points"
+read as "30 percent" becomes a percentage, "30 seconds" as "30 minutes" a ``unit:minute``), or
+through a word in a place the entry's examples never varied is refused (``Check.ALIGN``), and the
+miss path answers it; that miss is an example of the group, so a later build's record shows the
+variation where its program computes the request right. Read as written it is no better: the entry was
 built on the exemplar's word, so rules and alignment would read its numbers and the entry's program
 compute with them as if the word were the exemplar's (an entry that divides minutes by 60 would
 serve "1800 seconds" as 1800 minutes through a learned rule). Such a request reaches the entry by
@@ -41,12 +53,8 @@ Read as written: a request that already has an exemplar's words, one that aligns
 request word by word (another wording or length), and a request of an entry with a text variable (its
 value is the request's own words: "Nike shoes" must not be read as "Adidas shoes"). A request whose
 substituted word also occurs where the skeleton masks a value (inside a quotation, say), which the
-alignment did not see, is refused.
-
-A comparison word that directly follows a number and recurs ("5 *more* ... 3 *more*" against "5
-*fewer* ... 3 *fewer*") passes for an item by where it stands; with a program that writes no constant
-such a request would be read in the exemplar's word. Routing's word slots join such requests alike
-(docs/routing.md).
+alignment did not see, is refused. An exemplar without the record (an entry built before it
+existed) reads no request through another word.
 """
 
 from __future__ import annotations
@@ -62,7 +70,7 @@ from minicache.route.router import skeleton
 from minicache.route.slots import slot_role, substitution, words
 from minicache.store.base import Entry
 
-__all__ = ["constant_free", "in_exemplar_words"]
+__all__ = ["constant_free", "in_exemplar_words", "varied_positions"]
 
 
 def _lower(seq: tuple[str, ...]) -> list[str]:
@@ -77,15 +85,19 @@ def in_exemplar_words(entry: Entry, text: str) -> str:
     if any(v.type == "string" for v in entry.template):
         return text
     exemplars: list[dict[str, Any]] = (entry.validation.get("profile") or {}).get("exemplars") or []
-    theirs = [words(ex["skeleton"]) for ex in exemplars if isinstance(ex.get("skeleton"), str)]
+    theirs = [
+        (words(ex["skeleton"]), frozenset(ex.get("varies") or ()))
+        for ex in exemplars
+        if isinstance(ex.get("skeleton"), str)
+    ]
     if not theirs:
         return text
     mine = words(skeleton(text))
-    if any(_lower(seq) == _lower(mine) for seq in theirs):
+    if any(_lower(seq) == _lower(mine) for seq, _ in theirs):
         return text
     items = constant_free(entry.program)  # whether an item or unit may be read as the exemplar's
     unread: list[str] = []
-    for seq in theirs:
+    for seq, varied in theirs:
         pairs = substitution(mine, seq)
         if not pairs:
             continue
@@ -98,6 +110,10 @@ def in_exemplar_words(entry: Entry, text: str) -> str:
             unread.append(f"{named}: the program writes a constant that may depend on the unit")
         else:
             read, why = _rewritten(text, mine, pairs, seq)
+            unvaried = [i for i in _differing(mine, seq) if i not in varied]
+            if read is not None and unvaried:
+                word = seq[unvaried[0]]
+                read, why = None, f"the entry's examples never had another word than {word!r} there"
             if read is not None:
                 return read
             unread.append(f"{named}: {why}")
@@ -106,6 +122,27 @@ def in_exemplar_words(entry: Entry, text: str) -> str:
             Check.ALIGN, f"the request is an exemplar's but for {unread[0]}; read otherwise"
         )
     return text
+
+
+def varied_positions(exemplar_skeleton: str, skeletons: list[str]) -> list[int]:
+    """The places (word indices of :func:`minicache.route.slots.words`) where a skeleton of
+    ``skeletons`` that aligns with ``exemplar_skeleton`` as routing aligns two requests
+    (:func:`minicache.route.slots.substitution`) has another word than the exemplar's: where the
+    entry's own examples show its template answered right with other words. A build records them
+    for each exemplar from the examples its entry validated on
+    (:func:`minicache.hit.profile.learn_exemplars`)."""
+    theirs = words(exemplar_skeleton)
+    varied: set[int] = set()
+    for other in skeletons:
+        seq = words(other)
+        if substitution(seq, theirs):
+            varied.update(_differing(seq, theirs))
+    return sorted(varied)
+
+
+def _differing(a: tuple[str, ...], b: tuple[str, ...]) -> list[int]:
+    """Where two aligned word sequences have other words (case aside)."""
+    return [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x.lower() != y.lower()]
 
 
 def constant_free(program: str) -> bool:

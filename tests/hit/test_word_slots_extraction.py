@@ -4,7 +4,9 @@ slots substitute, extraction reads it as the exemplar's request would have writt
 stay the request's. Refused, for the miss path to answer: a request that aligns with an exemplar's
 only through another substituted word (a verb, an operation word), through an item or unit where the
 entry's program writes a constant of its own (a conversion), through words the alignment did not
-see, or through a rewriting that would change a number's value or kind."""
+see, through a rewriting that would change a number's value or kind, or through a word in a place
+where none of the entry's examples had another word. Entries that read a request in other words are
+learned from examples that vary those words."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from minicache.hit.extraction import Extractor
 from minicache.hit.profile import learn_exemplars, learn_profile
 from minicache.hit.verify import HitVerifier
 from minicache.hit.word_slots import constant_free, in_exemplar_words
+from minicache.route.router import skeleton
+from minicache.route.slots import words
 from minicache.store import Entry, Variable
 
 MORE = (
@@ -76,6 +80,35 @@ def test_a_request_naming_other_people_and_items_is_read_in_the_exemplars_words(
     assert read == more("Tom", "Maria", "apples", 9, 7)
 
 
+def test_a_word_the_examples_never_varied_is_not_read_as_theirs_where_the_names_that_varied_are():
+    """Ken's example names other people than Tom's, with the same item: a request naming a third pair
+    of people is read in Tom's words, but one naming another item is refused, since no example showed
+    the template read alike with another word than "apples" in that place."""
+    ken_apples = (more("Ken", "Aiko", "apples", 6, 2), KEN[1])
+    entry = entry_of(TWO, [TOM, ken_apples])
+    read = in_exemplar_words(entry, more("Lena", "Omar", "apples", 9, 7))
+    assert read == more("Tom", "Maria", "apples", 9, 7)
+    why = refused(entry, more("Lena", "Omar", "books", 9, 7))
+    assert "never had another word than 'apples'" in why
+
+
+SOLD = "On Monday the shop sold {a} cups and {b} plates to a customer called {n}. Total sold?"
+
+
+def test_where_the_words_varied_is_learned_from_every_example_a_duplicate_reading_too():
+    """Maria's example reads as Tom's does (the name lies beyond the words that describe the numbers)
+    and is not kept as an exemplar, but that her name stood where his does is kept on his: a request
+    naming Lena is read as Tom's. Built from Tom's example alone, the entry has no such record and
+    the request is refused."""
+    validated = [(SOLD.format(a=4, b=9, n=n), {"first": 4, "second": 9}) for n in ("Tom", "Maria")]
+    request = SOLD.format(a=6, b=2, n="Lena")
+    both = entry_of(TWO, validated)
+    (exemplar,) = both.validation["profile"]["exemplars"]
+    assert [words(exemplar["skeleton"])[i] for i in exemplar["varies"]] == ["Tom"]
+    assert in_exemplar_words(both, request) == SOLD.format(a=6, b=2, n="Tom")
+    assert "never had another word than 'Tom'" in refused(entry_of(TWO, validated[:1]), request)
+
+
 def test_a_request_with_an_exemplars_own_words_is_read_as_written():
     entry = entry_of(TWO, [TOM, KEN])
     text = more("Ken", "Aiko", "pears", 9, 7)
@@ -97,23 +130,31 @@ def test_with_word_slots_the_names_tell_the_numbers_apart_and_alignment_serves_t
 
 
 def test_a_request_is_read_with_the_exemplars_spelling_of_a_name():
-    """ "McDonald" is written back as the exemplar wrote it, not as "Mcdonald"."""
-    entry = entry_of(TWO, [(more("McDonald", "Maria", "apples", 12, 5), TOM[1])])
+    """ "McDonald" is written back as the exemplar wrote it, not as "Mcdonald". Ken's example shows
+    the names and the item varied."""
+    entry = entry_of(TWO, [(more("McDonald", "Maria", "apples", 12, 5), TOM[1]), KEN])
     read = in_exemplar_words(entry, more("Lena", "Omar", "books", 9, 7))
     assert read == more("McDonald", "Maria", "apples", 9, 7)
 
 
-def exemplar_entry(template: list[Variable], text: str, values: dict[str, int], program: str):
-    """An entry with the one exemplar learned from ``text`` (its skeleton kept) and ``program``."""
-    exemplar = learn_exemplar(template, text, values, word_slots=True)
-    assert exemplar is not None and "skeleton" in exemplar
+def exemplar_entry(
+    template: list[Variable],
+    text: str,
+    values: dict[str, int],
+    program: str,
+    *seen: tuple[str, dict[str, int]],
+) -> Entry:
+    """An entry with ``program`` whose first exemplar is learned from ``text`` (its skeleton kept);
+    ``seen``: the entry's other examples, which show where the template's words varied."""
+    exemplars = learn_exemplars(template, [(text, values), *seen], word_slots=True)
+    assert exemplars and exemplars[0].get("skeleton") == skeleton(text)
     return Entry(
         "ent_w",
         "default",
         "g",
         template,
         program,
-        validation={"profile": {"exemplars": [exemplar]}},
+        validation={"profile": {"exemplars": exemplars}},
     )
 
 
@@ -164,17 +205,21 @@ CUT = (
 def test_an_item_or_unit_is_read_through_the_exemplars_only_where_the_program_writes_no_constant():
     """ "inches" and "centimetres" are plain numbers alike, so the kinds do not tell them apart; the
     program's 12 (inches to the foot) does: a request in centimetres needs another one. Without a
-    constant of its own the program computes the same from either, and the request is read in the
-    exemplar's unit."""
+    constant of its own the program computes the same from either, and, its examples having named
+    the unit otherwise too (metres), the request is read in the exemplar's unit."""
     template = [Variable("monday"), Variable("tuesday")]
     origin = (CUT.format(a=30, b=42, u="inches"), {"monday": 30, "tuesday": 42})
+    metres = (CUT.format(a=3, b=4, u="metres"), {"monday": 3, "tuesday": 4})
     centimetres = CUT.format(a=50, b=70, u="centimetres")
     converting = exemplar_entry(
         template, *origin, "def solve(monday=30, tuesday=42):\n    return (monday + tuesday) / 12\n"
     )
     assert "constant" in refused(converting, centimetres)
     adding = exemplar_entry(
-        template, *origin, "def solve(monday=30, tuesday=42):\n    return monday + tuesday\n"
+        template,
+        *origin,
+        "def solve(monday=30, tuesday=42):\n    return monday + tuesday\n",
+        metres,
     )
     assert in_exemplar_words(adding, centimetres) == CUT.format(a=50, b=70, u="inches")
 
@@ -296,4 +341,6 @@ def test_without_word_slots_an_exemplar_keeps_no_skeleton():
     off, on = learn_exemplar(TWO, *TOM), learn_exemplar(TWO, *TOM, word_slots=True)
     assert off is not None and on is not None
     assert "skeleton" not in off and "skeleton" in on
-    assert all("skeleton" not in ex for ex in learn_exemplars(TWO, [TOM, KEN]))
+    assert all(
+        "skeleton" not in ex and "varies" not in ex for ex in learn_exemplars(TWO, [TOM, KEN])
+    )
