@@ -151,9 +151,12 @@ class EngineConfig:
     # kept rows up to which routing searches exactly (then coarse buckets)
     route_exact_rows: int = 20_000
     # A request that reaches no group by its embedding joins a group whose example differs from it
-    # only in consistently substituted names, items or units (minicache.route.slots), and a hit reads
-    # such a request in its entry's exemplar's words (minicache.hit.word_slots). Off: no benchmark run
-    # has measured it on its own (docs/routing.md has a replay of routing alone).
+    # only in consistently substituted words (minicache.route.slots). A hit reads a request that so
+    # differs from an exemplar's in the exemplar's words only where each substituted word is a name
+    # or an item after a number (items only for a program without constants but 0 and 1), every
+    # number keeps its value and kind, and the entry's examples had other words in that place;
+    # otherwise it refuses the hit for the miss path (minicache.hit.word_slots). Off: no benchmark
+    # run has measured it on its own (docs/routing.md has a replay of routing alone).
     route_word_slots: bool = False
     frozen: bool = False  # no new builds (existing entries keep serving)
     # how long a build may hold its group's lease before others may take over
