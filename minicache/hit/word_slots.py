@@ -25,16 +25,16 @@ A substitution is read through only where every substituted pair is one of two t
   request names ("30 minutes" to hours is ``/ 60``, from seconds ``/ 3600``), so a request naming
   another unit or item cannot be read through the exemplar's;
 
-where the rewriting leaves every number of the request its value and its kind; and only where every
-place the request substitutes is one the entry's own examples varied. A build records, for each
-exemplar, the places where an example the entry validated on (its program computed that example's
-answer) aligns with the exemplar's request and has another word there (``exemplar["varies"]``,
-:func:`varied_positions`; from every such example, a duplicate reading's too). A role is told by
-where a word stands, which does not say what the word means: a comparison word that follows a number
-and recurs ("5 *more* ... 3 *more*") stands where an item stands. The record says whether the
-program was seen to answer right with another word in that place: where the examples named "apples"
-and "pears", a request naming "books" is read as the exemplar's; where every example had "more", a
-request with "fewer" is not read as one with "more". The same holds for names.
+and only where the rewriting leaves every number of the request its value and its kind; and only
+where every place the request substitutes is one the entry's own examples varied. A build records,
+for each exemplar, the places where an example the entry validated on (its program computed that
+example's answer) aligns with the exemplar's request and has another word there
+(``exemplar["varies"]``, :func:`varied_positions`; from every such example, a duplicate reading's
+too). A role is told by where a word stands, which does not say what the word means: a comparison
+word that follows a number and recurs ("5 *more* ... 3 *more*") stands where an item stands. The
+record says whether the program was seen to answer right with another word in that place: where the
+examples named "apples" and "pears", a request naming "books" is read as the exemplar's; where every
+example had "more", a request with "fewer" is not read as one with "more". The same holds for names.
 
 A request that aligns with an exemplar's request only through another pair (a recurring verb or
 operation word: "spends" for "earns", "halve" for "triple", "monthly" for "quarterly"), through an
@@ -42,12 +42,12 @@ item or unit the program may convert, through a rewriting that would change a nu
 read as "30 percent" becomes a percentage, "30 seconds" as "30 minutes" a ``unit:minute``), or
 through a word in a place the entry's examples never varied is refused (``Check.ALIGN``), and the
 miss path answers it; that miss is an example of the group, so a later build's record shows the
-variation where its program computes the request right. Read as written it is no better: the entry was
-built on the exemplar's word, so rules and alignment would read its numbers and the entry's program
-compute with them as if the word were the exemplar's (an entry that divides minutes by 60 would
-serve "1800 seconds" as 1800 minutes through a learned rule). Such a request reaches the entry by
-routing's word slots, or by its embedding as without them; this is the one place that sees the word
-it differs in.
+variation where its program computes the request right. Read as written it is no better: the entry
+was built on the exemplar's word, so rules and alignment would read its numbers and the entry's
+program compute with them as if the word were the exemplar's (an entry that divides minutes by 60
+would serve "1800 seconds" as 1800 minutes through a learned rule). Such a request reaches the entry
+by routing's word slots, or by its embedding as without them; this is the one place that sees the
+word it differs in.
 
 Read as written: a request that already has an exemplar's words, one that aligns with no exemplar's
 request word by word (another wording or length), and a request of an entry with a text variable (its
