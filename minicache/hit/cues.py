@@ -4,6 +4,8 @@ Each number has a **kind**, from how it is written (a percentage, a money amount
 by a unit such as "5 years" or "5-year", a number word such as "twice", a word for how often a year:
 "quarterly" and "monthly" are one kind, ``word:per-year``, or a plain number), and **cue words**:
 the words around it, nearer ones weighing more, up to the separator between it and the next number.
+The word right after a number's digits is what it counts as the request states it
+(:func:`word_after`; :func:`minicache.hit.profile.check_values` compares it with the examples').
 An exemplar (:mod:`minicache.hit.exemplars`) keeps a slot's kind and cue words; alignment
 (:mod:`minicache.hit.align`) and corroboration (:mod:`minicache.hit.corroboration`) score a
 request's numbers against them.
@@ -113,6 +115,35 @@ _SEPARATORS = {
 # Words, and symbols written with an underscore, in any script ("(R_p)", "(σ_p)": a request that names
 # its variables so says which number is which, where the words around two numbers are alike).
 _TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
+
+
+# What a number counts is the word right after its digits ("30 minutes", "5-year", "2.4 million"):
+# spaces or one hyphen between them, no punctuation, no line break.
+_WORD_AFTER = re.compile(r"(?:[ \t]*|-)([a-z]+)")
+_LAST_DIGIT = re.compile(r"\d(?=\D*$)")
+
+
+def word_after(text: str, pos: Position) -> str | None:
+    """The word written right after a number's digits, lower case: its unit or item as the request
+    states it ("30 *minutes*", "5-*year*", "2.4 *million*", "1*tb*"). None where punctuation, a
+    symbol ("5%") or the end of a line follows, for a number written as a word, and where the word
+    is a function word ("$2 *and* ...", "5 *of* them"), which says nothing about what the number
+    counts."""
+    written = pos.readings[0].text
+    last = _LAST_DIGIT.search(written)
+    if last is None:
+        return None
+    end = pos.start + last.end()
+    found = _WORD_AFTER.match(text[end : end + 40].lower())
+    if found is None or found.group(1) in _STOP or found.group(1) in _SEPARATORS:
+        return None
+    return found.group(1)
+
+
+def same_word(a: str, b: str) -> bool:
+    """Two words after a number that name one thing: alike but for case and a plural 's'."""
+    a, b = a.lower(), b.lower()
+    return a.removesuffix("s") == b.removesuffix("s")
 
 
 def _is_word(token: str) -> bool:

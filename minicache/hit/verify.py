@@ -16,8 +16,9 @@ first (the whole story, with the reasons, is docs/hits.md):
    more without that value (:meth:`HitVerifier._second_choice`), and that choice must pass every
    check.
 3. **Plausibility against the group's examples** (every path, :mod:`minicache.hit.profile`): each
-   value in the sign, magnitude and written form (percent or not) the examples show, and written in
-   the request where the examples wrote it; the answer in their sign and magnitude.
+   value in the sign, magnitude and written form (percent or not) the examples show, followed by no
+   other word than the one every example followed it with, and written in the request where the
+   examples wrote it; the answer in their sign and magnitude.
 4. **Audits** (:mod:`minicache.hit.audits`): a sampled share of hits is also answered by the miss
    path; an entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen
    hit until agreeing audits bring the bound back under delta.

@@ -1,0 +1,145 @@
+"""The word after a number (minicache.hit.cues.word_after): a build records, for each variable, the
+word every validated example wrote right after its number (minicache.hit.profile), and a reading
+whose number the request follows with another word is refused as ``Check.UNIT``, whoever read it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fakes import FakeSmall
+from minicache.build.merge import merged_profile
+from minicache.errors import HitRefused
+from minicache.hit.checks import Check
+from minicache.hit.cues import positions, word_after
+from minicache.hit.extraction import Extractor
+from minicache.hit.profile import check_values, learn_profile
+from minicache.hit.refusals import revise
+from minicache.hit.verify import HitVerifier
+from minicache.store import Entry, Variable
+
+TWO = [Variable("first", "number", "the first amount"), Variable("second", "number", "the second")]
+PRACTICE = "Tom practices {a} {u} on Monday and {b} {u} on Tuesday. How many hours in all?"
+BUYS = "Tom has {a} {i} and buys {b} more. How many {i} does Tom have?"
+
+
+def profile_of(template: str, asked: list[tuple[float, float, str]]) -> dict:
+    pairs = [(template.format(a=a, b=b, u=w, i=w), {"first": a, "second": b}) for a, b, w in asked]
+    return learn_profile(TWO, pairs, [a + b for a, b, _ in asked])
+
+
+def refusal(profile: dict, text: str, first: float, second: float) -> HitRefused | None:
+    try:
+        check_values(profile, TWO, {"first": first, "second": second}, text, 1000.0)
+    except HitRefused as refused:
+        return refused
+    return None
+
+
+def words_after(text: str) -> list[str | None]:
+    return [word_after(text, p) for p in positions(text)]
+
+
+def test_the_word_after_a_number_is_its_unit_as_written_and_no_function_word():
+    assert words_after("30 minutes, a 5-year bond, $2.4 million, 1TB") == [
+        "minutes",
+        "year",
+        "million",
+        "tb",
+    ]
+    assert words_after("$2 and $3 of them; 5% off, 7. Then 8") == [None, None, None, None, None]
+
+
+def test_examples_that_agree_on_the_word_after_a_slot_refuse_another_word():
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes"), (15, 25, "minutes")])
+    assert profile["words_after"] == {"first": "minutes", "second": "minutes"}
+    refused = refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
+    assert refused is not None and refused.check == Check.UNIT
+    assert refused.variable == "first"
+    assert refused.reason == "first is followed by 'seconds', the entry's examples say 'minutes'"
+
+
+@pytest.mark.parametrize("unit", ["minutes", "Minutes", "minute", "MINUTES"])
+def test_the_examples_own_word_in_any_case_or_number_is_no_refusal(unit):
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    assert refusal(profile, PRACTICE.format(a=1, b=40, u=unit), 1, 40) is None
+
+
+def test_a_request_with_no_word_after_the_number_is_no_refusal():
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    text = "Tom practices 40, then 50, on Monday and Tuesday (in seconds). How many hours in all?"
+    assert refusal(profile, text, 40, 50) is None
+
+
+def test_examples_that_differ_in_the_word_after_a_slot_refuse_no_word():
+    profile = profile_of(BUYS, [(5, 3, "apples"), (4, 2, "pears"), (7, 1, "apples")])
+    assert "first" not in profile["words_after"]
+    assert refusal(profile, BUYS.format(a=6, b=2, i="books"), 6, 2) is None
+
+
+def test_one_example_records_no_word_after():
+    profile = profile_of(PRACTICE, [(30, 45, "minutes")])
+    assert profile["words_after"] == {}
+    assert refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700) is None
+
+
+def test_a_scale_word_is_the_word_after_and_a_hyphen_is_no_other_word():
+    growth = "Exports were ${a} {u} and imports ${b} {u}. What is the balance of trade?"
+    profile = profile_of(growth, [(5.2, 3.1, "million"), (4.0, 2.5, "million")])
+    assert refusal(profile, growth.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3) is not None
+    bond = "A {a}-year bond pays {b} dollars a year."
+    profile = profile_of(bond, [(5, 40, ""), (10, 30, "")])
+    assert profile["words_after"]["first"] == "year"
+    assert refusal(profile, "A 7 year bond pays 20 dollars a year.", 7, 20) is None
+
+
+def hours_entry(profile: dict, rules: dict | None = None) -> Entry:
+    """An entry that adds two amounts in minutes and converts them to hours."""
+    return Entry(
+        id="ent_1",
+        tenant="default",
+        group_id="g",
+        template=TWO,
+        program="def solve(first=30, second=45):\n    return (first + second) / 60\n",
+        rules=rules or {},
+        validation={"extraction": "choice", "profile": profile},
+    )
+
+
+def test_the_small_models_choice_is_refused_by_the_word_after_it_too():
+    """No rule or exemplar reads the request: the model's choice meets the check all readings do."""
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    profile["exemplars"] = []
+    entry = hours_entry(profile)
+    verifier = HitVerifier(Extractor(FakeSmall()))
+    with pytest.raises(HitRefused) as refused:
+        verifier.extract(entry, PRACTICE.format(a=1800, b=2700, u="seconds"))
+    assert refused.value.check == Check.UNIT and "'seconds'" in refused.value.reason
+    served = verifier.extract(entry, PRACTICE.format(a=40, b=50, u="minutes"))
+    assert served.variables == {"first": 40, "second": 50}
+
+
+def test_a_refusal_by_the_word_after_teaches_the_entry_nothing():
+    """Check.UNIT is not learned from: even given a miss answer that the refused values give, the
+    entry keeps its rules and its record (no revision)."""
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    entry = hours_entry(profile, rules={"first": {"kind": "position", "index": 0, "count": 2}})
+    refused = refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
+    assert refused is not None
+    refused.readings = {"hit": {"first": 1800, "second": 2700}}
+    assert revise(entry, refused, 75.0, lambda v: (v["first"] + v["second"]) / 60) is None
+
+
+def test_a_merged_group_keeps_only_the_words_after_both_groups_examples_wrote():
+    """Two stories of one addition merge; the survivor's record holds where the other group's
+    examples (under their own variable names) wrote the same word, and goes where they wrote
+    another."""
+    ours = profile_of(BUYS, [(5, 3, "apples"), (4, 2, "apples")])
+    renamed = {"first": "had", "second": "bought"}
+    for item, kept in (
+        ("apples", {"first": "apples", "second": "more"}),
+        ("pears", {"second": "more"}),
+    ):
+        theirs = profile_of(BUYS, [(6, 1, item), (8, 2, item)])
+        theirs["words_after"] = {renamed[k]: w for k, w in theirs["words_after"].items()}
+        back = {v: k for k, v in renamed.items()}
+        assert merged_profile(ours, theirs, back, [], [])["words_after"] == kept
