@@ -178,6 +178,7 @@ class Builder:
             renew=lambda: self.store.acquire_build_lease(
                 run.tenant, run.group_id, self.owner, c.build_lease_s
             ),
+            least=c.validate_min,
         )
         self.store.bump(run.tenant, "target_tokens", consensus.tokens)
         self.store.bump(run.tenant, BUILD_TARGET_TOKENS, consensus.tokens)

@@ -11,15 +11,18 @@ a build asks the target the miss path's own prompt k times for each held example
   example's samples wrote (among equals, the first sampled) is the example's winner. Counting by
   request number is only meaningful inside one request: two wordings of one computation write
   their numbers in different orders, so their keys differ though their computation does not.
-* **Across examples**, the winners must be one computation: the same shape with parameters named
-  by their use (``BY_USE``, as group merges compare entries), and, where two winners' lifted
-  programs have the same parameter names, the first winner's program run on the other's values
-  gives the other's answer (the names pair up consistently: a wording whose winner divides the
-  debts by the assets is caught here). Winners that are not one computation, or whose program
-  cannot be compared, mean the group is not built.
+* **Across examples**, the group's computation is the one most winners write, and at least
+  ``validate_min`` of them: two winners are one computation where they have the same shape with
+  parameters named by their use (``BY_USE``, as group merges compare entries) and, where their
+  lifted programs have the same parameter names, the one's program run on the other's values gives
+  the other's answer (the names pair up consistently: a wording whose winner divides the debts by
+  the assets is caught here). Routing puts wordings in one group that give some quantities
+  otherwise (a share price and earnings per share, or net income and a share count): the winners of
+  a minority computation are left out of the build, as a held example a candidate fails is, and a
+  tie or too few winners of any one computation mean the group is not built.
 
 The agreement is the share of all samples drawn (failed ones included) that wrote their example's
-winner; the group is built only if the winners are one computation and the agreement is above
+winner; the group is built only if most winners are one computation and the agreement is above
 ``build_agreement``. The build then works from each held example's winning sample instead of the
 program its miss was answered with (:meth:`minicache.build.run.BuildRun.work_from`, which also
 holds the winners to the requests the group failed on before); an example with no winner (none of
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from minicache.answers import check_answer
@@ -74,6 +77,8 @@ class Consensus:
     lease_lost: bool = False  # a renewal of the group's lease was refused: drawing stopped
     tokens: int = 0  # target tokens the samples cost
     seconds: float = 0.0  # compute seconds the samples cost (minicache.models.compute)
+    # examples whose winner is another computation than most winners': not built from
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def agreement(self) -> float:
@@ -153,30 +158,53 @@ def example_winners(samples: list[Sample]) -> tuple[dict[str, Sample], int]:
     return winners, agreed
 
 
-def one_computation(winners: list[Sample], sandbox: SandboxPool) -> str | None:
-    """Why the examples' winning samples are not one computation, or None where they are: each
-    winner's program lifted against its own request must have the first winner's shape with
-    parameters named by their use, and where the two name their parameters alike, the first
-    winner's program run on the other's values must give the other's answer."""
-    reference: tuple[Example, str, set[str], str] | None = None
+def one_computation(
+    winners: list[Sample], sandbox: SandboxPool, least: int = 2
+) -> tuple[list[Sample], str | None]:
+    """The examples' winning samples that are the group's one computation, and why there is none
+    (None: there is). Winners are one computation where each one's program lifted against its own
+    request has the other's shape with parameters named by their use and, where the two name their
+    parameters alike, the one's program run on the other's values gives the other's answer. The
+    group's computation is the one most winners write, if at least ``least`` of them write it (a
+    build's ``validate_min``) and no other computation as many: a group whose wordings give some of
+    their quantities otherwise (a price and earnings per share, or net income and shares) holds a
+    minority the target computes otherwise, and that minority is left out of the build, as a held
+    example a candidate fails is. A tie, or fewer than ``least``, is no computation."""
+    classes: list[tuple[str, dict[str, Any], str, list[Sample]]] = []  # program, names, shape
+    split: str | None = None
     for s in winners:
         found = parameterized(s.code, request_text(s.example.question, s.example.context))
         shape = None if found is None else computation_of(found[0], ParameterNaming.BY_USE)
         if found is None or shape is None:
-            return f"example {s.example.id}'s winning program has no computation to compare"
-        program, values = found
-        if reference is None:
-            reference = (s.example, program, set(values), shape.shape)
+            split = f"example {s.example.id}'s winning program has no computation to compare"
             continue
-        first, first_program, first_names, first_shape = reference
-        if shape.shape != first_shape:
-            return f"examples {first.id} and {s.example.id} agree on different computations"
-        if set(values) == first_names and not _answers(sandbox, first_program, values, s.answer):
-            return (
-                f"examples {first.id} and {s.example.id} use their quantities differently: the "
-                f"one's program on the other's values does not give its answer"
-            )
-    return None
+        program, values = found
+        reason = None
+        for ref_program, ref_values, ref_shape, members in classes:
+            if shape.shape != ref_shape:
+                reason = reason or (
+                    f"examples {members[0].example.id} and {s.example.id} agree on different "
+                    "computations"
+                )
+            elif set(values) == set(ref_values) and not _answers(
+                sandbox, ref_program, values, s.answer
+            ):
+                reason = (
+                    f"examples {members[0].example.id} and {s.example.id} use their quantities "
+                    "differently: the one's program on the other's values does not give its answer"
+                )
+            else:
+                members.append(s)
+                break
+        else:
+            split = reason or split
+            classes.append((program, values, shape.shape, [s]))
+    sizes = sorted((len(c[3]) for c in classes), reverse=True)
+    if not sizes or sizes[0] < least or (len(sizes) > 1 and sizes[1] == sizes[0]):
+        counts = "+".join(str(n) for n in sizes) or "0"
+        return [], f"{split or 'no winner'} (winners by computation: {counts}; {least} must agree)"
+    majority = next(c[3] for c in classes if len(c[3]) == sizes[0])
+    return majority, None
 
 
 def _answers(sandbox: SandboxPool, program: str, values: dict[str, Any], answer: Any) -> bool:
@@ -195,16 +223,22 @@ def sample_consensus(
     temperature: float,
     max_tokens: int,
     renew: Callable[[], bool] = lambda: True,
+    least: int = 2,
 ) -> Consensus:
     """Draw ``k`` samples per example (:func:`draw_samples`), find each example's winner
-    (:func:`example_winners`) and whether the winners are one computation
-    (:func:`one_computation`), with what drawing them cost."""
+    (:func:`example_winners`) and the computation at least ``least`` winners and most of them write
+    (:func:`one_computation`; the others are left out), with what drawing them cost."""
     began = compute_clock()
     samples, tokens, lost = draw_samples(
         target, sandbox, examples, k, temperature, max_tokens, renew
     )
     winners, agreed = example_winners(samples)
-    split = None if lost else one_computation(list(winners.values()), sandbox)
-    consensus = Consensus(winners, agreed, len(samples), split, lost, tokens)
+    split = None
+    left_out: list[str] = []
+    if not lost:
+        majority, split = one_computation(list(winners.values()), sandbox, least)
+        left_out = [i for i in winners if split is None and winners[i] not in majority]
+        winners = {i: w for i, w in winners.items() if i not in left_out}
+    consensus = Consensus(winners, agreed, len(samples), split, lost, tokens, left_out=left_out)
     consensus.seconds = max(0.0, compute_clock() - began)
     return consensus

@@ -17,10 +17,12 @@ from minicache.store import Entry, new_id
 
 def consensus_record(run: BuildRun) -> dict[str, float | int]:
     """What the target's samples agreed on (``samples`` drawn, ``agreement``: the share that wrote
-    the entry's computation), for an entry built from samples; nothing otherwise."""
+    their example's winner, ``left_out``: examples whose winner is another computation than the
+    entry's), for an entry built from samples; nothing otherwise."""
     if run.consensus is None:
         return {}
-    return {"samples": run.consensus.samples, "agreement": round(run.consensus.agreement, 4)}
+    c = run.consensus
+    return {"samples": c.samples, "agreement": round(c.agreement, 4), "left_out": len(c.left_out)}
 
 
 def new_entry(

@@ -123,9 +123,10 @@ class EngineConfig:
     # gathering examples) would otherwise make each build slower, quadratically.
     build_compare: int = 12
     # Self-consistency (minicache.build.consistency): a build asks the target the miss prompt this many
-    # times per held example; each example's most common computation is its winner, the winners must
-    # be one computation, and more than build_agreement of all samples must have written their
-    # example's winner (else the group is not built). 1: no samples, the miss programs as they are.
+    # times per held example; each example's most common computation is its winner, the entry is the
+    # computation most winners (validate_min at least) write, the others left out, and more than
+    # build_agreement of all samples must have written their example's winner (else the group is not
+    # built). 1: no samples, the miss programs as they are.
     # Each sample is a target call, priced by admission; not yet measured on this machine's streams.
     build_samples: int = 1
     build_temperature: float = 0.7  # the sampling temperature of a build's samples

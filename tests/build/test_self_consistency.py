@@ -280,10 +280,11 @@ def test_two_wordings_that_write_their_numbers_in_opposite_orders_build_one_entr
     assert mc.store.list_entries("default", "active") == [entry]
 
 
-def test_a_wording_whose_samples_all_swap_its_quantities_is_not_the_groups_computation(make):
+def test_a_wording_whose_samples_all_swap_its_quantities_is_left_out_of_the_majoritys_entry(make):
     # Every sample of the reversed request divides the liabilities by the assets: its own samples
-    # agree, its shape by use is the others', but the first example's program on its values does
-    # not give its answer.
+    # agree and its shape by use is the others', but the first example's program on its values does
+    # not give its answer. Two winners of three are the current ratio: the entry is theirs, and the
+    # reversed wording's winner is left out of it.
     mc = make(WordingTarget(swapped=True), build_samples=3)
     seed(
         mc,
@@ -291,6 +292,27 @@ def test_a_wording_whose_samples_all_swap_its_quantities_is_not_the_groups_compu
             (CURRENT_RATIO.ask(*CR_VALUES[0]), CURRENT_RATIO.answer(*CR_VALUES[0])),
             (reversed_ask(*CR_VALUES[1]), CURRENT_RATIO.answer(*CR_VALUES[1])),
             (CURRENT_RATIO.ask(*CR_VALUES[2]), CURRENT_RATIO.answer(*CR_VALUES[2])),
+        ],
+    )
+    entry = mc.builder.build("default", GROUP)
+    assert entry is not None
+    assert entry.validation["left_out"] == 1 and entry.validation["agreement"] == 1.0
+    assets, liabilities = CR_VALUES[3]
+    ran = mc.sandbox.run(entry.program, {"a": assets, "l": liabilities})
+    assert ran.value == pytest.approx(CURRENT_RATIO.answer(assets, liabilities))
+
+
+def test_winners_split_evenly_between_two_computations_build_nothing(make):
+    # Two held examples (the newest two of three), one computation each: no computation has the
+    # validate_min winners a build needs, so the group is not built and the attempt says how the
+    # winners split.
+    mc = make(WordingTarget(swapped=True), build_samples=3, validate_n=2)
+    seed(
+        mc,
+        [
+            (CURRENT_RATIO.ask(*CR_VALUES[0]), CURRENT_RATIO.answer(*CR_VALUES[0])),
+            (CURRENT_RATIO.ask(*CR_VALUES[1]), CURRENT_RATIO.answer(*CR_VALUES[1])),
+            (reversed_ask(*CR_VALUES[2]), CURRENT_RATIO.answer(*CR_VALUES[2])),
         ],
     )
     assert mc.builder.build("default", GROUP) is None
@@ -301,6 +323,7 @@ def test_a_wording_whose_samples_all_swap_its_quantities_is_not_the_groups_compu
     assert (
         "not one computation" in attempt["error"] and "quantities differently" in attempt["error"]
     )
+    assert "winners by computation: 1+1" in attempt["error"]
 
 
 def failed_hit_on(mc: MiniCache, question: str) -> None:
