@@ -4,8 +4,10 @@ Without word slots, a request that differs from an entry's examples in one word 
 group by its embedding; a learned rule reads its numbers by where they stand. "1800 seconds" read
 as an hours entry's minutes was served as 75.0 (the answer is 1.25). Where every validated example
 followed a slot's number with one word, a request whose number is followed by another word is
-refused (``Check.UNIT``) and the miss path answers it; where the examples differ in that word, or
-the request writes the examples' own, nothing is refused."""
+refused (``Check.WORD_AFTER``) and the miss path answers it; where the examples differ in that word,
+or the request writes the examples' own, nothing is refused. A refusal the miss answer shows
+unfounded (the entry's program on the refused values gives it) teaches the entry the word; a founded
+one teaches nothing."""
 
 from __future__ import annotations
 
@@ -47,21 +49,49 @@ def test_a_minutes_entry_refuses_a_request_in_seconds_and_the_miss_path_answers_
     verifier = HitVerifier(Extractor(small))
     with pytest.raises(HitRefused) as refusal:
         verifier.extract(entry, request)
-    assert refusal.value.check == Check.UNIT
+    assert refusal.value.check == Check.WORD_AFTER
     assert "'seconds'" in refusal.value.reason and "'minutes'" in refusal.value.reason
     result = mc.solve(request)
     assert (result.route, result.group) == (
         "fallback",
         entry.group_id,
     )  # a refused hit, then a miss
-    assert "unit: first is followed by 'seconds'" in (result.fallback_reason or "")
+    assert "HitRefused: word-after: first is followed by 'seconds'" in (
+        result.fallback_reason or ""
+    )
     assert result.answer == pytest.approx((1800 + 2700) / 3600)
-    # The refusal teaches nothing: the entry keeps its rules and serves its own unit.
+    # The refusal was founded (the program gives 75.0): the entry is not revised, and refuses the
+    # next request in seconds as it serves its own unit.
     kept = mc.store.active_entry("default", entry.group_id)
-    assert kept is not None and kept.rules == entry.rules
+    assert kept is not None and (kept.id, kept.validation) == (entry.id, entry.validation)
+    again = mc.solve(PRACTICE.format(n="Tom", a=600, b=1200, u="seconds"))
+    assert again.route == "fallback" and again.answer == pytest.approx(0.5)
     hit = mc.solve(PRACTICE.format(n="Tom", a=40, b=80, u="minutes"))
     assert (hit.route, hit.entry_id) == ("hit", kept.id)
     assert hit.answer == pytest.approx(2.0)
+
+
+def test_an_unfounded_refusal_teaches_the_entry_the_word_and_the_next_request_so_written_hits(
+    engine,
+):
+    """'mins' is no word the examples wrote: the first request in mins is refused and answered by
+    the miss path, whose answer the entry's program gives on the refused values. The entry's next
+    version accepts 'mins', and the next request in mins is a zero-model hit."""
+    mc, small = engine
+    entry = built(mc)
+    first = mc.solve(PRACTICE.format(n="Tom", a=40, b=80, u="mins"))
+    assert (first.route, first.group) == ("fallback", entry.group_id)
+    assert "word-after: first is followed by 'mins'" in (first.fallback_reason or "")
+    assert first.answer == pytest.approx(2.0)
+    revised = mc.store.active_entry("default", entry.group_id)
+    assert revised is not None and revised.id != entry.id
+    assert revised.validation["revised_from"] == entry.id
+    assert revised.validation["profile"]["words_after"]["first"] == ["mins", "minutes"]
+    asked = len(small.calls)
+    hit = mc.solve(PRACTICE.format(n="Tom", a=25, b=35, u="mins"))
+    assert (hit.route, hit.entry_id, hit.extraction) == ("hit", revised.id, "rule")
+    assert hit.answer == pytest.approx(1.0)
+    assert len(small.calls) == asked
 
 
 def test_a_request_in_the_examples_own_unit_is_a_zero_model_hit(engine):

@@ -48,8 +48,9 @@ from minicache.build.builder import Builder
 from minicache.build.computations import ComputationIndex, parameter_map, role_map, types_of
 from minicache.events import Event
 from minicache.hit.align import same_value
-from minicache.hit.profile import check_exemplar, exemplar_reading, merged_words_after
+from minicache.hit.profile import check_exemplar, exemplar_reading
 from minicache.hit.rules import apply_rule
+from minicache.hit.words_after import merged_written
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
 from minicache.store.base import Entry, Example, new_id
@@ -96,8 +97,8 @@ def merged_profile(
 ) -> dict[str, Any]:
     """The survivor's profile extended by the merged entry's (renamed by ``names``): exemplars that
     read the other group's examples right, values, kinds, answers and cue words of both, the
-    variables always equal in both, and the words after a number that both groups' examples
-    wrote."""
+    variables always equal in both, and the words after a number that both groups accept
+    (:func:`minicache.hit.words_after.merged_written`)."""
     out = copy.deepcopy(ours)
     kept = [ex for ex in out.get("exemplars", []) if check_exemplar(ex, their_pairs)]
     for exemplar in theirs.get("exemplars", []):
@@ -118,9 +119,7 @@ def merged_profile(
     their_equal = {frozenset(names.get(n, n) for n in pair) for pair in theirs.get("equal", [])}
     out["equal"] = [p for p in out.get("equal", []) if frozenset(p) in their_equal]
     out["answers"] = [*out.get("answers", []), *theirs.get("answers", [])][:KEPT_VALUES]
-    out["words_after"] = merged_words_after(
-        out.get("words_after") or {}, theirs.get("words_after") or {}, names
-    )
+    out.update(merged_written(out, theirs, names))
     return out
 
 

@@ -28,9 +28,10 @@ class Check(StrEnum):
     MARGIN = "margin"  # the decoder chose by too small a log-probability margin
     # Plausibility against the group's profile (minicache.hit.profile).
     RANGE = "range"  # a value outside the sign or magnitude of the examples' values
-    # A value not written in the form (percent, money) the examples wrote it, or followed by another
-    # word than every example followed it with ("seconds" for "minutes").
-    UNIT = "unit"
+    UNIT = "unit"  # a value not written in the form (percent, money) the examples wrote it
+    # A value followed by another word than the entry accepts after it ("seconds" for "minutes";
+    # minicache.hit.words_after).
+    WORD_AFTER = "word-after"
     UNWRITTEN = "unwritten"  # a value the request does not write, where the examples wrote theirs
     ANSWER = "answer"  # the answer outside the sign or magnitude of the group's answers
     # The entry's standing (minicache.hit.audits, minicache.hit.model_record).

@@ -2,12 +2,12 @@
 
 The profile (``entry.validation["profile"]``) holds the exemplars alignment reads with (each checked
 on the group's other validated examples), each numeric variable's observed values and written kinds,
-the word every example wrote right after a variable's number where they all wrote one
-(``"words_after"``), the variables the examples always had equal, and the group's numeric answers.
-Layer 3 of the hit checks (:mod:`minicache.hit.verify`, docs/hits.md) holds every hit to it: each
-value in the sign, magnitude and written form (percent or not) the examples show, followed by the
-word the examples followed it with where the request follows it with a word, and written in the
-request where the examples wrote it; the answer in their sign and magnitude.
+the words the entry accepts after a variable's number (``"words_after"``,
+:mod:`minicache.hit.words_after`), the variables the examples always had equal, and the group's
+numeric answers. Layer 3 of the hit checks (:mod:`minicache.hit.verify`, docs/hits.md) holds every
+hit to it: each value in the sign, magnitude and written form (percent or not) the examples show,
+written in the request where the examples wrote it, and followed by no other word than one the
+entry accepts there; the answer in their sign and magnitude.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 from minicache.errors import HitRefused
 from minicache.hit.align import align, same_value
 from minicache.hit.checks import Check
-from minicache.hit.cues import positions, same_word, word_after
+from minicache.hit.cues import positions
 from minicache.hit.exemplars import learn_exemplar
 from minicache.hit.word_slots import varied_positions
+from minicache.hit.words_after import check_written, learn_written
 from minicache.route.router import skeleton
 from minicache.store.base import Variable
 
@@ -34,11 +35,11 @@ def learn_profile(
     *,
     word_slots: bool = False,
 ) -> dict[str, Any]:
-    """Exemplars for alignment, each numeric variable's observed values and written kinds, and the
-    group's numeric answers, and the word after each variable's number where every example wrote one
-    (:func:`learn_words_after`). ``word_slots``: each numeric exemplar keeps its request's skeleton
-    (:func:`minicache.hit.exemplars.learn_exemplar`) and where the examples varied its words
-    (:func:`learn_exemplars`)."""
+    """Exemplars for alignment, each numeric variable's observed values and written kinds, the
+    group's numeric answers, and the word after each variable's number where every example wrote
+    one (:func:`minicache.hit.words_after.learn_written`). ``word_slots``: each numeric exemplar
+    keeps its request's skeleton (:func:`minicache.hit.exemplars.learn_exemplar`) and where the
+    examples varied its words (:func:`learn_exemplars`)."""
     values: dict[str, list[Any]] = {}
     kinds: dict[str, list[str]] = {}
     for text, vals in validated:
@@ -60,45 +61,10 @@ def learn_profile(
         "exemplars": learn_exemplars(template, validated, exemplars, word_slots=word_slots),
         "values": {k: v[:20] for k, v in values.items()},
         "kinds": {k: sorted(set(v)) for k, v in kinds.items()},
-        "words_after": learn_words_after(template, validated),
+        **learn_written(template, validated),
         "equal": equal,
         "answers": numeric[:20],
     }
-
-
-def learn_words_after(
-    template: list[Variable], validated: list[tuple[str, dict[str, Any]]]
-) -> dict[str, str]:
-    """For each numeric variable, the word every validated example wrote right after its number
-    (:func:`minicache.hit.cues.word_after`: "30 *minutes*"), where two examples at least wrote its
-    number and every one followed it with that word (as the first wrote it). A variable whose
-    examples follow it with other words, or with none, or write its number twice with different
-    words after it, gets none: they do not say what a request must follow it with."""
-    out: dict[str, str] = {}
-    for var in template:
-        if var.type == "string":
-            continue
-        said: list[str | None] = []
-        for text, vals in validated:
-            v = vals.get(var.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            words = {word_after(text, p) for p in positions(text) if v in p.values()}
-            said.append(words.pop() if len(words) == 1 else None)
-        first = said[0] if said else None
-        if len(said) >= 2 and first and all(w and same_word(w, first) for w in said):
-            out[var.name] = first
-    return out
-
-
-def merged_words_after(
-    ours: dict[str, str], theirs: dict[str, str], names: dict[str, str]
-) -> dict[str, str]:
-    """The words after a number that two merged groups' examples all wrote: each of ``ours`` that
-    ``theirs`` (renamed by ``names``) records alike. A variable one group followed with "cookies"
-    and the other with "marbles" has no one word after it in the merged group."""
-    renamed = {names.get(k, k): w for k, w in theirs.items()}
-    return {k: w for k, w in ours.items() if k in renamed and same_word(w, renamed[k])}
 
 
 def check_exemplar(exemplar: dict[str, Any], validated: list[tuple[str, dict[str, Any]]]) -> bool:
@@ -190,21 +156,11 @@ def check_values(
     factor: float,
 ) -> None:
     """Each value in the sign, magnitude and written form (percent or not) of the group's examples,
-    written in the request when it was written in theirs, and not followed by another word than the
-    one every example followed it with (``profile["words_after"]``).
-
-    The word after a number is what it counts as the request states it: an entry built on "30
-    minutes ... 45 minutes" divides by 60, and a request reaching it by its embedding with "1800
-    seconds ... 2700 seconds" was served by a learned rule, reading by position, as 75.0 hours (the
-    answer is 1.25). "seconds" is no kind that the written-form checks know, so only the word itself
-    tells. It holds for every reading, the small model's choice too (this runs on all of them): a
-    number followed by another unit is not the variable's, whoever chose it; a model choice refused
-    here is chosen again without it where ``VerifyConfig.second_choice`` asks (``Check.UNIT``
-    refutes the value). A request with no word after the number, or a function word ("$2 and"), or
-    examples that followed it with different words, refuse nothing: they do not say the unit
-    differs. An entry built before the record existed has none and refuses nothing by it."""
+    written in the request when it was written in theirs; then, all of them passing, each written
+    with a word the entry accepts there (:func:`minicache.hit.words_after.check_written`: "1800
+    *seconds*" for an entry whose examples wrote "30 *minutes*" is refused). These hold for every
+    reading, the small model's choice too (this runs on all of them)."""
     pos = positions(text)
-    words_after = profile.get("words_after") or {}
     for var in template:
         v = values.get(var.name)
         if var.type == "string" or isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -213,23 +169,13 @@ def check_values(
         if why:
             raise HitRefused(Check.RANGE, f"{var.name}: {why}", variable=var.name)
         seen_kinds = set(profile.get("kinds", {}).get(var.name, []))
-        written = [p for p in pos if v in p.values()]
-        here = {p.kind for p in written}
+        here = {p.kind for p in pos if v in p.values()}
         if seen_kinds and not here:
             # Only the small model can give a number the request does not write. On WebShop it gave
             # max_price 140 (an entry's default) to requests with no price, twice: both wrong hits.
             raise HitRefused(
                 Check.UNWRITTEN,
                 f"{var.name} was written in the examples' requests; {v} is not written in this one",
-                variable=var.name,
-            )
-        agreed = words_after.get(var.name)
-        after = [word_after(text, p) for p in written]
-        if agreed and after and all(w and not same_word(w, agreed) for w in after):
-            said = ", ".join(repr(w) for w in sorted(set(map(str, after))))
-            raise HitRefused(
-                Check.UNIT,
-                f"{var.name} is followed by {said}, the entry's examples say {agreed!r}",
                 variable=var.name,
             )
         if seen_kinds and here:
@@ -254,6 +200,7 @@ def check_values(
                     f"{var.name} was never a percentage in the examples; {v} is written as one",
                     variable=var.name,
                 )
+    check_written(profile, template, values, text)
 
 
 def checked_values(

@@ -29,6 +29,11 @@ what that evidence showed):
   (``profile.cues``), so the words around another number no longer outscore them for a request
   written this way. On Formula, 8 context revisions each learned the words of one request, and none
   turned a later request into a hit.
+* ``word-after``: when the refused values gave the reference answer, the words the request wrote
+  after each refused variable's number join the words the entry accepts there
+  (``profile.words_after``, :func:`minicache.hit.words_after.accept`): "mins" where the examples
+  wrote "minutes". 1800 seconds read as minutes gives 75.0 where the answer is 1.25, and teaches
+  nothing.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).
@@ -44,10 +49,18 @@ from typing import Any
 from minicache.errors import HitRefused
 from minicache.hit.align import same_value
 from minicache.hit.checks import Check
+from minicache.hit.words_after import accept
 from minicache.programs.signature import answers_match
 from minicache.store.base import Entry
 
-LEARNABLE = (Check.RULE, Check.RANGE, Check.ANSWER, Check.CONTEXT, Check.UNCORROBORATED)
+LEARNABLE = (
+    Check.RULE,
+    Check.RANGE,
+    Check.ANSWER,
+    Check.CONTEXT,
+    Check.UNCORROBORATED,
+    Check.WORD_AFTER,
+)
 
 
 @dataclass
@@ -92,6 +105,11 @@ def revise(
             return None
         profile.setdefault("cues", {})[refused.variable] = sorted([*known, *new])
         note = {"check": Check.CONTEXT, "variable": refused.variable, "cues": new}
+    elif refused.check == Check.WORD_AFTER:
+        learned = accept(profile, readings.get("written") or {})
+        if not learned:
+            return None
+        note = {"check": Check.WORD_AFTER, "accepted": learned}
     else:
         name = refused.variable
         if name is None or not isinstance(values.get(name), (int, float)):

@@ -16,9 +16,9 @@ first (the whole story, with the reasons, is docs/hits.md):
    more without that value (:meth:`HitVerifier._second_choice`), and that choice must pass every
    check.
 3. **Plausibility against the group's examples** (every path, :mod:`minicache.hit.profile`): each
-   value in the sign, magnitude and written form (percent or not) the examples show, followed by no
-   other word than the one every example followed it with, and written in the request where the
-   examples wrote it; the answer in their sign and magnitude.
+   value in the sign, magnitude and written form (percent or not) the examples show, written in the
+   request where the examples wrote it, and followed by no other word than one the entry accepts
+   there (:mod:`minicache.hit.words_after`); the answer in their sign and magnitude.
 4. **Audits** (:mod:`minicache.hit.audits`): a sampled share of hits is also answered by the miss
    path; an entry caught disagreeing whose upper bound on error exceeds delta serves no model-chosen
    hit until agreeing audits bring the bound back under delta.
@@ -51,6 +51,8 @@ __all__ = ["MODEL_PATHS", "REFUTING", "ZERO_MODEL_PATHS", "HitRefused", "HitVeri
 MODEL_PATHS = (Method.CHOICE, Method.FREE, Method.SECOND_CHOICE)
 ZERO_MODEL_PATHS = (Method.RULE, Method.ALIGN)
 # Checks whose refusal names one variable's value as wrong: the model may choose again without it.
+# Not Check.WORD_AFTER: the word a request writes may be a right one the entry has not yet learned
+# (minicache.hit.words_after), and a second choice would take the right value out.
 REFUTING = (Check.RANGE, Check.UNIT, Check.UNWRITTEN, Check.DUPLICATE)
 
 

@@ -1,13 +1,16 @@
 """The word after a number (minicache.hit.cues.word_after): a build records, for each variable, the
-word every validated example wrote right after its number (minicache.hit.profile), and a reading
-whose number the request follows with another word is refused as ``Check.UNIT``, whoever read it."""
+word every validated example wrote right after its number (minicache.hit.words_after), and a reading
+whose number the request follows with another word is refused as ``Check.WORD_AFTER``, whoever read
+it; a refusal the miss answer shows unfounded teaches the entry the word."""
 
 from __future__ import annotations
 
 import pytest
+from test_hit_verification import EnumSmall
 
 from fakes import FakeSmall
 from minicache.build.merge import merged_profile
+from minicache.config.engine import VerifyConfig
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
 from minicache.hit.cues import positions, word_after
@@ -51,11 +54,14 @@ def test_the_word_after_a_number_is_its_unit_as_written_and_no_function_word():
 
 def test_examples_that_agree_on_the_word_after_a_slot_refuse_another_word():
     profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes"), (15, 25, "minutes")])
-    assert profile["words_after"] == {"first": "minutes", "second": "minutes"}
+    assert profile["words_after"] == {"first": ["minutes"], "second": ["minutes"]}
     refused = refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
-    assert refused is not None and refused.check == Check.UNIT
+    assert refused is not None and refused.check == Check.WORD_AFTER
     assert refused.variable == "first"
-    assert refused.reason == "first is followed by 'seconds', the entry's examples say 'minutes'"
+    assert refused.reason == (
+        "first is followed by 'seconds', the entry's examples say 'minutes'; "
+        "second is followed by 'seconds', the entry's examples say 'minutes'"
+    )
 
 
 @pytest.mark.parametrize("unit", ["minutes", "Minutes", "minute", "MINUTES"])
@@ -88,7 +94,7 @@ def test_a_scale_word_is_the_word_after_and_a_hyphen_is_no_other_word():
     assert refusal(profile, growth.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3) is not None
     bond = "A {a}-year bond pays {b} dollars a year."
     profile = profile_of(bond, [(5, 40, ""), (10, 30, "")])
-    assert profile["words_after"]["first"] == "year"
+    assert profile["words_after"]["first"] == ["year"]
     assert refusal(profile, "A 7 year bond pays 20 dollars a year.", 7, 20) is None
 
 
@@ -113,20 +119,65 @@ def test_the_small_models_choice_is_refused_by_the_word_after_it_too():
     verifier = HitVerifier(Extractor(FakeSmall()))
     with pytest.raises(HitRefused) as refused:
         verifier.extract(entry, PRACTICE.format(a=1800, b=2700, u="seconds"))
-    assert refused.value.check == Check.UNIT and "'seconds'" in refused.value.reason
+    assert refused.value.check == Check.WORD_AFTER and "'seconds'" in refused.value.reason
     served = verifier.extract(entry, PRACTICE.format(a=40, b=50, u="minutes"))
     assert served.variables == {"first": 40, "second": 50}
 
 
-def test_a_refusal_by_the_word_after_teaches_the_entry_nothing():
-    """Check.UNIT is not learned from: even given a miss answer that the refused values give, the
-    entry keeps its rules and its record (no revision)."""
+def minutes_refusal(unit: str, first: int, second: int) -> tuple[Entry, HitRefused, str]:
+    """An hours entry built on minutes, and its refusal of a request in ``unit``."""
     profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
     entry = hours_entry(profile, rules={"first": {"kind": "position", "index": 0, "count": 2}})
-    refused = refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
-    assert refused is not None
-    refused.readings = {"hit": {"first": 1800, "second": 2700}}
-    assert revise(entry, refused, 75.0, lambda v: (v["first"] + v["second"]) / 60) is None
+    text = PRACTICE.format(a=first, b=second, u=unit)
+    refused = refusal(profile, text, first, second)
+    assert refused is not None and refused.check == Check.WORD_AFTER
+    return entry, refused, text
+
+
+def hours(values: dict) -> float:
+    """The entry's program: minutes to hours."""
+    return (values["first"] + values["second"]) / 60
+
+
+def test_a_refusal_the_miss_answer_shows_unfounded_teaches_the_entry_the_word():
+    """'mins' is the examples' unit in other letters: the refused values give the miss answer (2.0),
+    so the word joins the accepted ones, and a request written so passes the check."""
+    entry, refused, text = minutes_refusal("mins", 40, 80)
+    revision = revise(entry, refused, 2.0, hours)
+    assert revision is not None
+    assert revision.rules == entry.rules
+    assert revision.note == {
+        "check": Check.WORD_AFTER,
+        "accepted": {"words_after": {"first": ["mins"], "second": ["mins"]}},
+    }
+    learned = revision.validation["profile"]
+    assert learned["words_after"] == {"first": ["mins", "minutes"], "second": ["mins", "minutes"]}
+    assert refusal(learned, PRACTICE.format(a=25, b=35, u="mins"), 25, 35) is None
+    assert refusal(learned, PRACTICE.format(a=25, b=35, u="minutes"), 25, 35) is None
+    still = refusal(learned, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
+    assert still is not None and still.check == Check.WORD_AFTER
+    assert entry.validation["profile"]["words_after"]["first"] == ["minutes"]  # not in place
+
+
+def test_a_founded_refusal_by_the_word_after_teaches_the_entry_nothing():
+    """1800 seconds read as minutes gives 75.0; the miss answer is 1.25: the record stays."""
+    entry, refused, _text = minutes_refusal("seconds", 1800, 2700)
+    assert revise(entry, refused, 1.25, hours) is None
+
+
+def test_a_refusal_by_the_word_after_gets_no_second_choice():
+    """A right value whose word the entry has not learned yet ('mins') is not taken out of the
+    model's choices: another number, followed by the examples' word, would be served instead. The
+    refusal stands, for the miss path to answer and the review to learn from."""
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    profile["exemplars"] = []
+    text = "Tom practiced 25 minutes on Sunday. " + PRACTICE.format(a=40, b=50, u="mins")
+    small = EnumSmall({"first": 40, "second": 50})
+    verifier = HitVerifier(Extractor(small), VerifyConfig(second_choice=True))
+    with pytest.raises(HitRefused) as refused:
+        verifier.extract(hours_entry(profile), text)
+    assert refused.value.check == Check.WORD_AFTER
+    assert len(small.schemas) == 1  # asked once
 
 
 def test_a_merged_group_keeps_only_the_words_after_both_groups_examples_wrote():
@@ -136,10 +187,28 @@ def test_a_merged_group_keeps_only_the_words_after_both_groups_examples_wrote():
     ours = profile_of(BUYS, [(5, 3, "apples"), (4, 2, "apples")])
     renamed = {"first": "had", "second": "bought"}
     for item, kept in (
-        ("apples", {"first": "apples", "second": "more"}),
-        ("pears", {"second": "more"}),
+        ("apples", {"first": ["apples"], "second": ["more"]}),
+        ("pears", {"second": ["more"]}),
     ):
         theirs = profile_of(BUYS, [(6, 1, item), (8, 2, item)])
         theirs["words_after"] = {renamed[k]: w for k, w in theirs["words_after"].items()}
         back = {v: k for k, v in renamed.items()}
         assert merged_profile(ours, theirs, back, [], [])["words_after"] == kept
+
+
+def test_merged_groups_that_share_an_accepted_word_accept_every_word_either_accepts():
+    """A word one group learned from a reviewed refusal ('mins') stays accepted in the merged group."""
+    ours = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    theirs = profile_of(PRACTICE, [(10, 15, "minutes"), (25, 40, "minutes")])
+    theirs["words_after"]["first"].append("mins")
+    merged = merged_profile(ours, theirs, {}, [], [])["words_after"]
+    assert merged == {"first": ["mins", "minutes"], "second": ["minutes"]}
+
+
+def test_an_entry_that_recorded_one_word_per_variable_still_refuses_another():
+    """An entry stored when the record held one word per variable, not a list, reads as that word."""
+    profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
+    profile["words_after"] = {"first": "minutes"}
+    refused = refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
+    assert refused is not None and refused.check == Check.WORD_AFTER
+    assert refusal(profile, PRACTICE.format(a=40, b=50, u="minute"), 40, 50) is None

@@ -1,0 +1,150 @@
+"""The words a request writes with a number, held to the words the entry accepts there.
+
+What a number counts is written next to it: the word right after its digits ("30 *minutes*", "a
+5-*year* bond": :func:`minicache.hit.cues.word_after`). An entry built on "30 minutes ... 45
+minutes" divides by 60, and a request reaching it by its embedding with "1800 seconds ... 2700
+seconds" was served by a learned rule, reading by position, as 75.0 hours (the answer is 1.25).
+"seconds" is no kind that the written-form checks know, so only the word itself tells.
+
+A build records, for each numeric variable, the word every validated example wrote after its
+number, where two examples at least wrote one and all alike (:func:`minicache.hit.cues.same_word`):
+the variable's accepted words (``profile["words_after"]``, a list each). A reading whose number the
+request writes only with other words is refused (``Check.WORD_AFTER``), whoever read it, the small
+model too. Nothing is refused where the request writes no word there, where the examples wrote
+different words or none, or for an entry built before the record existed.
+
+Such a refusal is reviewed as the learnable ones are (:mod:`minicache.hit.refusals`): the miss path
+answers the refused request, and where the entry's program on the refused reading's values gives
+that answer, the request's words join the variable's accepted words (:func:`accept`) in the entry's
+next version, so one miss teaches a word the examples did not write ("mins", "geese"). Where it
+does not (1800 seconds read as minutes gives 75.0, the answer is 1.25) the record stays. So the
+refusal does not refute the value for a second choice (:data:`minicache.hit.verify.REFUTING`): a
+right value wrongly refused would be taken out of the model's choices, and another number chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from minicache.errors import HitRefused
+from minicache.hit.checks import Check
+from minicache.hit.cues import positions, same_word, word_after
+from minicache.programs.numbers import Position
+from minicache.store.base import Variable
+
+Pair = tuple[str, dict[str, Any]]  # a request's text and its values by variable
+Records = dict[str, dict[str, list[str]]]  # accepted words by record and variable
+
+
+@dataclass(frozen=True)
+class Record:
+    """One thing a request writes with a number, and the profile's record of it."""
+
+    key: str  # the profile's record
+    says: str  # how a refusal names it
+    read: Callable[[str, Position, Any], str | None]  # the word, for a value read at a position
+
+
+RECORDS = (Record("words_after", "is followed by", lambda text, pos, value: word_after(text, pos)),)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _written(record: Record, text: str, value: Any) -> list[str | None]:
+    """The words the request writes with ``value``, one per place it writes it (None: no word)."""
+    return [record.read(text, p, value) for p in positions(text) if value in p.values()]
+
+
+def accepted(profile: dict[str, Any], key: str) -> dict[str, list[str]]:
+    """The accepted words of one record by variable; an entry built when a record held one word per
+    variable reads as that word alone."""
+    record = profile.get(key) or {}
+    return {k: [w] if isinstance(w, str) else list(w) for k, w in record.items()}
+
+
+def learn_written(template: list[Variable], validated: list[Pair]) -> Records:
+    """For each record and numeric variable, the word every validated example wrote with its number,
+    where two examples at least wrote its number and each one wrote that word (as the first wrote
+    it). A variable whose examples write other words, or none, or its number twice with different
+    words, gets none: they do not say what a request must write."""
+    out: Records = {}
+    for record in RECORDS:
+        found = out.setdefault(record.key, {})
+        for var in template:
+            said: list[str | None] = []
+            for text, vals in validated:
+                v = vals.get(var.name)
+                if var.type != "string" and _numeric(v):
+                    words = set(_written(record, text, v))
+                    said.append(words.pop() if len(words) == 1 else None)
+            first = said[0] if said else None
+            if len(said) >= 2 and first and all(w and same_word(w, first) for w in said):
+                found[var.name] = [first]
+    return out
+
+
+def check_written(
+    profile: dict[str, Any], template: list[Variable], values: dict[str, Any], text: str
+) -> None:
+    """Refuses (``Check.WORD_AFTER``) a reading with a variable whose number the request writes, at
+    every place it writes it, with a word the entry does not accept there; the refusal carries each
+    such variable's words (``readings["written"]``), which :func:`accept` learns where the miss
+    answer shows them right."""
+    refused: Records = {}
+    why: list[str] = []
+    for record in RECORDS:
+        for name, words in accepted(profile, record.key).items():
+            v = values.get(name)
+            said = _written(record, text, v) if _numeric(v) else []
+            if said and all(w and not any(same_word(w, a) for a in words) for w in said):
+                new = sorted({w for w in said if w})
+                refused.setdefault(record.key, {})[name] = new
+                known = ", ".join(map(repr, words))
+                why.append(
+                    f"{name} {record.says} {', '.join(map(repr, new))}, the entry's examples say {known}"
+                )
+    if why:
+        raise HitRefused(
+            Check.WORD_AFTER,
+            "; ".join(why),
+            variable=next(iter(next(iter(refused.values())))),
+            readings={"hit": dict(values), "written": refused},
+        )
+
+
+def accept(profile: dict[str, Any], written: Records) -> Records:
+    """Adds ``written`` (a refusal's words, by record and variable) to the profile's accepted words,
+    in place; returns what was new."""
+    new: Records = {}
+    for key, by_name in written.items():
+        record = accepted(profile, key)
+        for name, words in by_name.items():
+            known = record.get(name)
+            if known is None:  # the record no longer holds the variable: nothing to widen
+                continue
+            added = [w for w in words if not any(same_word(w, a) for a in known)]
+            if added:
+                record[name] = sorted({*known, *added})
+                new.setdefault(key, {})[name] = added
+        profile[key] = record
+    return new
+
+
+def merged_written(ours: dict[str, Any], theirs: dict[str, Any], names: dict[str, str]) -> Records:
+    """The accepted words of two merged groups (``theirs`` renamed by ``names``): a variable both
+    records keeps every word either accepts where they share one; where they share none ("cookies"
+    and "marbles"), the merged group's examples differ there and no word is recorded."""
+    out: Records = {}
+    for record in RECORDS:
+        mine = accepted(ours, record.key)
+        other = {names.get(k, k): w for k, w in accepted(theirs, record.key).items()}
+        out[record.key] = {
+            k: sorted({*w, *other[k]})
+            for k, w in mine.items()
+            if k in other and any(same_word(a, b) for a in w for b in other[k])
+        }
+    return out
