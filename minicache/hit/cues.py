@@ -4,8 +4,9 @@ Each number has a **kind**, from how it is written (a percentage, a money amount
 by a unit such as "5 years" or "5-year", a number word such as "twice", a word for how often a year:
 "quarterly" and "monthly" are one kind, ``word:per-year``, or a plain number), and **cue words**:
 the words around it, nearer ones weighing more, up to the separator between it and the next number.
-The word right after a number's digits is what it counts as the request states it
-(:func:`word_after`; :func:`minicache.hit.profile.check_values` compares it with the examples').
+The word right after a number is what it counts as the request states it (:func:`word_after`,
+and the scale word of a number read as written, :func:`scale_word`;
+:mod:`minicache.hit.words_after` compares them with the words the entry accepts).
 An exemplar (:mod:`minicache.hit.exemplars`) keeps a slot's kind and cue words; alignment
 (:mod:`minicache.hit.align`) and corroboration (:mod:`minicache.hit.corroboration`) score a
 request's numbers against them.
@@ -117,33 +118,65 @@ _SEPARATORS = {
 _TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
 
 
-# What a number counts is the word right after its digits ("30 minutes", "5-year", "2.4 million"):
-# spaces or one hyphen between them, no punctuation, no line break.
-_WORD_AFTER = re.compile(r"(?:[ \t]*|-)([a-z]+)")
+# What a number counts is the word right after it ("30 minutes", "5-year", "$2.4 million loan"):
+# spaces or one hyphen between them; no punctuation, no line break, no tab (a table's next cell).
+_WORD_AFTER = re.compile(r"(?: *|-)([a-z]+)")
 _LAST_DIGIT = re.compile(r"\d(?=\D*$)")
+_ORDINAL = {"st", "nd", "rd", "th"}  # glued to a number ("5th"), a suffix, no word
+_SCALE = re.compile(r"[a-z]+$")
+
+
+def scale_word(pos: Position, value: object) -> str | None:
+    """The scale ``value`` counts in where read at ``pos``: the scale word the number is written
+    with ("2.4 *million*"), which the number parser read into a second, scaled reading, where
+    ``value`` is the number as written (2.4). None where no scale word is written, or where the value
+    is the scaled one (2,400,000), which carries its scale itself."""
+    if len(pos.readings) < 2 or pos.readings[0].value != value:
+        return None
+    found = _SCALE.search(pos.readings[0].text.lower())
+    return found.group() if found else None
 
 
 def word_after(text: str, pos: Position) -> str | None:
-    """The word written right after a number's digits, lower case: its unit or item as the request
-    states it ("30 *minutes*", "5-*year*", "2.4 *million*", "1*tb*"). None where punctuation, a
-    symbol ("5%") or the end of a line follows, for a number written as a word, and where the word
-    is a function word ("$2 *and* ...", "5 *of* them"), which says nothing about what the number
-    counts."""
-    written = pos.readings[0].text
-    last = _LAST_DIGIT.search(written)
+    """The word written right after a number, lower case: its unit or item as the request states it
+    ("30 *minutes*", "5-*year*", "1*tb*", "$2.4 million *loan*": a scale word the number parser
+    reads as part of the number is passed over, so "$2,400,000 *loan*" has the same word;
+    :func:`scale_word` tells the scales apart). None where punctuation, a symbol ("5%"), a tab or
+    the end of a line follows, for a number written as a word, for an ordinal's suffix ("5th"),
+    and where the word is a function word ("$2 *and* ...", "5 *of* them"), which says nothing about
+    what the number counts."""
+    last = _LAST_DIGIT.search(pos.readings[0].text)
     if last is None:
         return None
-    end = pos.start + last.end()
+    end = pos.end if len(pos.readings) > 1 else pos.start + last.end()
     found = _WORD_AFTER.match(text[end : end + 40].lower())
-    if found is None or found.group(1) in _STOP or found.group(1) in _SEPARATORS:
+    if found is None:
         return None
-    return found.group(1)
+    word = found.group(1)
+    if word in _STOP or word in _SEPARATORS or (found.start(1) == 0 and word in _ORDINAL):
+        return None
+    return word
+
+
+def _singulars(word: str) -> set[str]:
+    """``word`` and what it is the regular English plural of: "minutes" of "minute", "boxes" of
+    "box", "inches" of "inch", "berries" of "berry"."""
+    w = word.lower()
+    out = {w}
+    if w.endswith("s"):
+        out.add(w[:-1])
+    if re.search(r"(?:s|x|z|ch|sh|o)es$", w):
+        out.add(w[:-2])
+    if w.endswith("ies"):
+        out.add(w[:-3] + "y")
+    return out
 
 
 def same_word(a: str, b: str) -> bool:
-    """Two words after a number that name one thing: alike but for case and a plural 's'."""
-    a, b = a.lower(), b.lower()
-    return a.removesuffix("s") == b.removesuffix("s")
+    """Two words after a number that name one thing: alike but for case and a regular plural ending
+    ("s", "es", "ies"). An irregular plural ("geese") is no same word; a refusal the miss answer
+    shows unfounded teaches it (minicache.hit.words_after)."""
+    return not _singulars(a).isdisjoint(_singulars(b))
 
 
 def _is_word(token: str) -> bool:

@@ -1,17 +1,23 @@
 """The words a request writes with a number, held to the words the entry accepts there.
 
-What a number counts is written next to it: the word right after its digits ("30 *minutes*", "a
-5-*year* bond": :func:`minicache.hit.cues.word_after`). An entry built on "30 minutes ... 45
-minutes" divides by 60, and a request reaching it by its embedding with "1800 seconds ... 2700
+What a number counts is written next to it: the word right after it ("30 *minutes*", "a 5-*year*
+bond", "$2.4 million *loan*": :func:`minicache.hit.cues.word_after`). An entry built on "30 minutes
+... 45 minutes" divides by 60, and a request reaching it by its embedding with "1800 seconds ... 2700
 seconds" was served by a learned rule, reading by position, as 75.0 hours (the answer is 1.25).
-"seconds" is no kind that the written-form checks know, so only the word itself tells.
+"seconds" is no kind that the written-form checks know, so only the word itself tells. A number
+taken as written before its scale word (2.4 of "$2.4 million", for a program in millions) counts in
+that scale (:func:`minicache.hit.cues.scale_word`): 6.1 of "$6.1 billion" is what such a program
+takes for 6.1 million, and no range check sees it. A scaled value (2,400,000) carries its scale
+itself, and the range check holds it to the examples' magnitude; "$2,400,000 loan" and "$2.4
+million loan" have one word after them.
 
-A build records, for each numeric variable, the word every validated example wrote after its
-number, where two examples at least wrote one and all alike (:func:`minicache.hit.cues.same_word`):
-the variable's accepted words (``profile["words_after"]``, a list each). A reading whose number the
-request writes only with other words is refused (``Check.WORD_AFTER``), whoever read it, the small
-model too. Nothing is refused where the request writes no word there, where the examples wrote
-different words or none, or for an entry built before the record existed.
+A build records, for each numeric variable, the word every validated example wrote after its number
+and the scale every one counted its value in, where two examples at least wrote one and all alike
+(:func:`minicache.hit.cues.same_word`): the variable's accepted words (``profile["words_after"]``,
+``profile["scales"]``, a list each). A reading whose number the request writes only with other
+words is refused (``Check.WORD_AFTER``), whoever read it, the small model too. Nothing is refused
+where the request writes no word there (no scale, for one), where the examples wrote different words
+or none, or for an entry built before the record existed.
 
 Such a refusal is reviewed as the learnable ones are (:mod:`minicache.hit.refusals`): the miss path
 answers the refused request, and where the entry's program on the refused reading's values gives
@@ -30,7 +36,7 @@ from typing import Any
 
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
-from minicache.hit.cues import positions, same_word, word_after
+from minicache.hit.cues import positions, same_word, scale_word, word_after
 from minicache.programs.numbers import Position
 from minicache.store.base import Variable
 
@@ -47,7 +53,10 @@ class Record:
     read: Callable[[str, Position, Any], str | None]  # the word, for a value read at a position
 
 
-RECORDS = (Record("words_after", "is followed by", lambda text, pos, value: word_after(text, pos)),)
+RECORDS = (
+    Record("words_after", "is followed by", lambda text, pos, value: word_after(text, pos)),
+    Record("scales", "is counted in", lambda text, pos, value: scale_word(pos, value)),
+)
 
 
 def _numeric(value: Any) -> bool:

@@ -13,7 +13,7 @@ from minicache.build.merge import merged_profile
 from minicache.config.engine import VerifyConfig
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
-from minicache.hit.cues import positions, word_after
+from minicache.hit.cues import positions, same_word, word_after
 from minicache.hit.extraction import Extractor
 from minicache.hit.profile import check_values, learn_profile
 from minicache.hit.refusals import revise
@@ -43,13 +43,39 @@ def words_after(text: str) -> list[str | None]:
 
 
 def test_the_word_after_a_number_is_its_unit_as_written_and_no_function_word():
-    assert words_after("30 minutes, a 5-year bond, $2.4 million, 1TB") == [
+    assert words_after("30 minutes, a 5-year bond, $2.4 million loan, 1TB") == [
         "minutes",
         "year",
-        "million",
+        "loan",
         "tb",
     ]
     assert words_after("$2 and $3 of them; 5% off, 7. Then 8") == [None, None, None, None, None]
+
+
+def test_an_ordinals_suffix_is_no_word_after_it():
+    assert words_after("the 5th grade, the 3rd floor, the 1st and 2nd rows") == [None] * 4
+    assert words_after("5 th") == ["th"]  # a word of its own, not a suffix
+
+
+def test_the_word_after_a_number_is_not_the_next_cell_of_a_table_row():
+    assert words_after("Monday\t30\tTuesday\t45\n") == [None, None]
+    assert words_after("Monday  30 minutes") == ["minutes"]
+
+
+@pytest.mark.parametrize(
+    ("plural", "singular"),
+    [("minutes", "minute"), ("boxes", "box"), ("berries", "berry"), ("inches", "inch")]
+    + [("classes", "class"), ("Dishes", "dish"), ("tomatoes", "tomato"), ("shoes", "shoe")],
+)
+def test_a_regular_plural_is_the_same_word_as_its_singular(plural, singular):
+    assert same_word(plural, singular) and same_word(singular, plural)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [("minutes", "seconds"), ("box", "bag"), ("geese", "goose"), ("berry", "bear")]
+)
+def test_other_words_and_irregular_plurals_are_other_words(a, b):
+    assert not same_word(a, b)
 
 
 def test_examples_that_agree_on_the_word_after_a_slot_refuse_another_word():
@@ -88,14 +114,59 @@ def test_one_example_records_no_word_after():
     assert refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700) is None
 
 
-def test_a_scale_word_is_the_word_after_and_a_hyphen_is_no_other_word():
+LOANS = "The bank grants a ${a} {u} loan and a ${b} {u} bond. What do they come to?"
+
+
+def test_a_scale_word_belongs_to_its_number_and_the_word_after_it_is_what_it_counts():
+    """'$2.4 million loan' and '$2,400,000 loan' write one amount of one thing: an entry reading
+    the scaled amount serves either, and a billion read in full carries its scale in its value."""
+    profile = learn_profile(
+        TWO,
+        [
+            (LOANS.format(a=2.4, b=1.5, u="million"), {"first": 2400000, "second": 1500000}),
+            (LOANS.format(a=3.1, b=0.8, u="million"), {"first": 3100000, "second": 800000}),
+        ],
+        [3900000, 3900000],
+    )
+    assert profile["words_after"] == {"first": ["loan"], "second": ["bond"]}
+    assert profile["scales"] == {}  # read in full, the values carry their scale
+    plain = "The bank grants a $2,400,000 loan and a $1,500,000 bond. What do they come to?"
+    assert refusal(profile, plain, 2400000, 1500000) is None
+    billion = LOANS.format(a=1.1, b=0.9, u="billion")
+    assert refusal(profile, billion, 1.1e9, 0.9e9) is None
+
+
+def test_a_number_taken_as_written_before_its_scale_counts_in_the_examples_scale():
+    """A program in millions, built on '$5.2 million': 6.1 of '$6.1 billion' is refused (no range
+    check tells 6.1 billion from 6.1 million), 6.1 of '$6.1 million' is not, and a scale the
+    request does not write refuses nothing."""
     growth = "Exports were ${a} {u} and imports ${b} {u}. What is the balance of trade?"
     profile = profile_of(growth, [(5.2, 3.1, "million"), (4.0, 2.5, "million")])
-    assert refusal(profile, growth.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3) is not None
+    assert profile["scales"] == {"first": ["million"], "second": ["million"]}
+    refused = refusal(profile, growth.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3)
+    assert refused is not None and refused.check == Check.WORD_AFTER
+    assert refused.reason.startswith(
+        "first is counted in 'billion', the entry's examples say 'million'"
+    )
+    assert refusal(profile, growth.format(a=6.1, b=3.3, u="million"), 6.1, 3.3) is None
+    unscaled = "Exports were $6.1 and imports $3.3. What is the balance of trade?"
+    assert refusal(profile, unscaled, 6.1, 3.3) is None
+
+
+def test_a_hyphen_is_no_other_word():
     bond = "A {a}-year bond pays {b} dollars a year."
     profile = profile_of(bond, [(5, 40, ""), (10, 30, "")])
     assert profile["words_after"]["first"] == ["year"]
     assert refusal(profile, "A 7 year bond pays 20 dollars a year.", 7, 20) is None
+
+
+def test_a_request_naming_the_examples_item_in_its_plural_is_served():
+    """'1 box' and '3 boxes' name one item: neither is refused where the examples wrote the other."""
+    profile = profile_of(BUYS, [(5, 3, "boxes"), (4, 2, "boxes")])
+    text = "Tom has 1 box and buys 2 more. How many boxes does Tom have?"
+    assert refusal(profile, text, 1, 2) is None
+    berries = profile_of(BUYS, [(5, 3, "berry"), (4, 2, "berry")])
+    assert refusal(berries, BUYS.format(a=6, b=2, i="berries"), 6, 2) is None
 
 
 def hours_entry(profile: dict, rules: dict | None = None) -> Entry:
