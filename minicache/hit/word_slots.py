@@ -65,7 +65,7 @@ from typing import Any
 
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
-from minicache.hit.cues import positions
+from minicache.hit.cues import positions, same_word
 from minicache.route.router import skeleton
 from minicache.route.slots import slot_role, substitution, words
 from minicache.store.base import Entry
@@ -127,10 +127,10 @@ def in_exemplar_words(entry: Entry, text: str) -> str:
 def varied_positions(exemplar_skeleton: str, skeletons: list[str]) -> list[int]:
     """The places (word indices of :func:`minicache.route.slots.words`) where a skeleton of
     ``skeletons`` that aligns with ``exemplar_skeleton`` as routing aligns two requests
-    (:func:`minicache.route.slots.substitution`) has another word than the exemplar's: where the
-    entry's own examples show its template answered right with other words. A build records them
-    for each exemplar from the examples its entry validated on
-    (:func:`minicache.hit.profile.learn_exemplars`)."""
+    (:func:`minicache.route.slots.substitution`) has another word than the exemplar's (not the same
+    word in another number: :func:`minicache.hit.cues.same_word`): where the entry's own examples
+    show its template answered right with other words. A build records them for each exemplar from
+    the examples its entry validated on (:func:`minicache.hit.profile.learn_exemplars`)."""
     theirs = words(exemplar_skeleton)
     varied: set[int] = set()
     for other in skeletons:
@@ -141,8 +141,10 @@ def varied_positions(exemplar_skeleton: str, skeletons: list[str]) -> list[int]:
 
 
 def _differing(a: tuple[str, ...], b: tuple[str, ...]) -> list[int]:
-    """Where two aligned word sequences have other words (case aside)."""
-    return [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x.lower() != y.lower()]
+    """Where two aligned word sequences have other words: not alike but for case and a regular
+    plural ending (:func:`minicache.hit.cues.same_word`), as the word after a number is told apart
+    (minicache.hit.words_after). "apple" for "apples" shows no other item in that place."""
+    return [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if not same_word(x, y)]
 
 
 def constant_free(program: str) -> bool:

@@ -92,6 +92,18 @@ def test_a_word_the_examples_never_varied_is_not_read_as_theirs_where_the_names_
     assert "never had another word than 'apples'" in why
 
 
+def test_an_item_in_its_singular_or_plural_is_no_other_word_in_that_place():
+    """Ken's example writes "apple" where Tom's writes "apples": one item (the word after a number
+    alike but for a plural ending, minicache.hit.cues.same_word), so no example showed the template
+    read with another item there, and a request naming books is refused."""
+    ken_apple = (more("Ken", "Aiko", "apple", 6, 2), KEN[1])
+    entry = entry_of(TWO, [TOM, ken_apple])
+    exemplar = entry.validation["profile"]["exemplars"][0]
+    assert {words(exemplar["skeleton"])[i] for i in exemplar["varies"]} == {"Tom", "Maria"}
+    why = refused(entry, more("Lena", "Omar", "books", 9, 7))
+    assert "never had another word than 'apples'" in why
+
+
 SOLD = "On Monday the shop sold {a} cups and {b} plates to a customer called {n}. Total sold?"
 
 
