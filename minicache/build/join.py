@@ -9,8 +9,9 @@ with parameters named by their use. Where they are all the computation of a tena
 (the same shape, each parameter of the same type), the group is merged into that entry's group by
 the merge's own steps (:meth:`GroupMerger.fold <minicache.build.merge.GroupMerger.fold>`): its
 examples are copied, the entry gets its next version, which also reads this group's wording
-(exemplars and values learned from its examples, renamed to the entry's parameters), and the group
-is forgotten and deleted. The next request phrased like it routes to the entry's group and is served
+(exemplars and values learned from its examples, renamed to the entry's parameters, and the words
+its examples write after a number beside those the entry accepts there), and the group is forgotten
+and deleted. The next request phrased like it routes to the entry's group and is served
 as any hit there, with every check a hit gets.
 
 An example joins only on what the sandbox ran here: under both groups' build leases each example's
@@ -38,6 +39,7 @@ from minicache.build.merge import Fold, GroupMerger, MergeBasis
 from minicache.errors import ProgramError, ProgramShapeError
 from minicache.events import Event
 from minicache.hit.profile import learn_profile
+from minicache.hit.words_after import with_pairs
 from minicache.programs.computation import Computation, ParameterNaming, computation_of
 from minicache.programs.lifting import Lifted, lift
 from minicache.programs.signature import answers_match, parse_signature
@@ -161,6 +163,9 @@ class GroupJoiner:
         profile = learn_profile(
             survivor.template, pairs, answers, word_slots=self.merger.config.route_word_slots
         )
+        # The survivor's accepted words after each number, and the words these examples write there:
+        # the entry's program reproduced each one's answer (minicache.hit.words_after.with_pairs).
+        profile.update(with_pairs(survivor.validation.get("profile") or {}, pairs))
         return Fold(names or {}, profile, pairs, MergeBasis.PROGRAMS)
 
     def _reproduces(

@@ -157,3 +157,30 @@ def merged_written(ours: dict[str, Any], theirs: dict[str, Any], names: dict[str
             if k in other and any(same_word(a, b) for a in w for b in other[k])
         }
     return out
+
+
+def with_pairs(profile: dict[str, Any], pairs: list[Pair]) -> Records:
+    """The profile's accepted words, and with them the words ``pairs`` write with each recorded
+    variable's number. For a join (minicache.build.join): each joined example was run through the
+    entry's own program in the sandbox and gave its answer, which shows its words right there, as a
+    reviewed refusal shows a request's. Learned from the joined examples alone, the record would be
+    empty (one example records nothing, :func:`learn_written` asks for two), and a merge keeps only
+    what both groups record (:func:`merged_written`): the entry's words would be lost."""
+    out: Records = {record.key: accepted(profile, record.key) for record in RECORDS}
+    said: Records = {
+        record.key: {
+            name: sorted(
+                {
+                    w
+                    for text, vals in pairs
+                    if _numeric(vals.get(name))
+                    for w in _written(record, text, vals[name])
+                    if w
+                }
+            )
+            for name in out[record.key]
+        }
+        for record in RECORDS
+    }
+    accept(out, said)
+    return out

@@ -14,7 +14,10 @@ from minicache.build.computations import ComputationIndex
 from minicache.build.merge import merged_profile
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
+from minicache.errors import HitRefused
+from minicache.hit.checks import Check
 from minicache.hit.profile import learn_profile
+from minicache.hit.words_after import check_written
 from minicache.models import FakeBackend, GenerationOptions, Message
 from minicache.programs.computation import computation_of
 from minicache.store import Entry, EntryStatus, Example, SQLiteStore, Variable, new_id
@@ -299,6 +302,29 @@ def test_a_new_storys_first_miss_joins_the_entry_of_its_computation_and_its_next
     hit = served(engine, MARBLES, VALUES[1])
     assert (hit.route, hit.group, hit.entry_id) == ("hit", cookies, entry.id)
     assert hit.variables == {"cookies": VALUES[1][0], "eaten": VALUES[1][1]}
+
+
+def test_a_join_keeps_the_words_the_entry_accepts_after_a_number_and_adds_the_joined_ones(make):
+    """The joined group's one example records no word after a number by itself, but the entry's
+    program reproduced its answer: 'marbles' is accepted beside 'cookies', and a word neither group
+    wrote is still refused."""
+    engine, _ = make(merge_groups=True)
+    cookies = build(engine, COOKIES)
+    built = engine.store.active_entry("default", cookies)
+    assert built is not None
+    assert built.validation["profile"]["words_after"] == {"cookies": ["cookies"]}
+    served(engine, MARBLES, VALUES[0])
+    engine.wait_for_builds()
+    (event,) = merges(engine)
+    entry = engine.store.active_entry("default", cookies)
+    assert entry is not None and entry.id == event["entry"]
+    profile = entry.validation["profile"]
+    assert profile["words_after"] == {"cookies": ["cookies", "marbles"]}
+    biscuits = COOKIES.ask(40, 15).replace("cookies", "biscuits")
+    with pytest.raises(HitRefused) as refused:
+        check_written(profile, entry.template, {"cookies": 40, "eaten": 15}, biscuits)
+    assert refused.value.check == Check.WORD_AFTER
+    check_written(profile, entry.template, {"cookies": 40, "eaten": 15}, COOKIES.ask(40, 15))
 
 
 def test_a_miss_of_another_computation_does_not_join(make):
