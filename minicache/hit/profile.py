@@ -200,7 +200,7 @@ def check_values(
                     f"{var.name} was never a percentage in the examples; {v} is written as one",
                     variable=var.name,
                 )
-    check_written(profile, template, values, text)
+    check_written(profile, values, text)
 
 
 def checked_values(

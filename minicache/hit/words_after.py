@@ -96,9 +96,7 @@ def learn_written(template: list[Variable], validated: list[Pair]) -> Records:
     return out
 
 
-def check_written(
-    profile: dict[str, Any], template: list[Variable], values: dict[str, Any], text: str
-) -> None:
+def check_written(profile: dict[str, Any], values: dict[str, Any], text: str) -> None:
     """Refuses (``Check.WORD_AFTER``) a reading with a variable whose number the request writes, at
     every place it writes it, with a word the entry does not accept there; the refusal carries each
     such variable's words (``readings["written"]``), which :func:`accept` learns where the miss

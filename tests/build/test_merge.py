@@ -322,9 +322,9 @@ def test_a_join_keeps_the_words_the_entry_accepts_after_a_number_and_adds_the_jo
     assert profile["words_after"] == {"cookies": ["cookies", "marbles"]}
     biscuits = COOKIES.ask(40, 15).replace("cookies", "biscuits")
     with pytest.raises(HitRefused) as refused:
-        check_written(profile, entry.template, {"cookies": 40, "eaten": 15}, biscuits)
+        check_written(profile, {"cookies": 40, "eaten": 15}, biscuits)
     assert refused.value.check == Check.WORD_AFTER
-    check_written(profile, entry.template, {"cookies": 40, "eaten": 15}, COOKIES.ask(40, 15))
+    check_written(profile, {"cookies": 40, "eaten": 15}, COOKIES.ask(40, 15))
 
 
 def test_a_miss_of_another_computation_does_not_join(make):
