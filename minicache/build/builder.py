@@ -172,9 +172,7 @@ class Builder:
             self.target,
             self.sandbox,
             run.held,
-            c.build_samples,
-            c.build_temperature,
-            c.miss_max_tokens,
+            *(c.build_samples, c.build_temperature, c.miss_max_tokens),
             renew=lambda: self.store.acquire_build_lease(
                 run.tenant, run.group_id, self.owner, c.build_lease_s
             ),

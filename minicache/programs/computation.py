@@ -1,10 +1,15 @@
 """What a program computes, up to the names it chose: one normalisation for every comparison of
 programs by their computation.
 
-Two programs are one computation when they are the same ``solve`` once names are set aside: its
-parameters and local variables renamed canonically, defaults, annotations, comments and docstring
-dropped. What a parameter is renamed to is the one choice that differs between callers, because
-they ask different questions (:class:`ParameterNaming`):
+Two programs are one computation when they are the same ``solve`` once names and form are set
+aside: its parameters and local variables renamed canonically; defaults, annotations, comments,
+docstring and imports dropped; a straight-line body's intermediate variables written into the one
+expression it returns (``v = a / b; return v`` is ``return a / b``); and a rounding of the returned
+value dropped (``round(a / b, 2)``: a request's "two decimal places" says how the answer is written,
+not what is computed). The target's samples for one request often differ in just these ways (one
+imports ``math`` it never uses, one names its intermediate result, one rounds), and counted apart
+they never agree. What a parameter is renamed to is the one choice that differs between callers,
+because they ask different questions (:class:`ParameterNaming`):
 
 * **Self-consistency** (:mod:`minicache.build.consistency`) compares the target's samples for the
   requests of one group: did they compute the same thing *from the same quantities*? A sample
@@ -85,6 +90,54 @@ def _first_uses(body: list[ast.stmt], bound: set[str]) -> list[str]:
     return list(order)
 
 
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, values: dict[str, ast.expr]) -> None:
+        self.values = values
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return copy.deepcopy(self.values[node.id])
+        return node
+
+
+def _straight_line(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` as the one expression it returns, where it is straight-line: assignments of one
+    name each, no name assigned twice, then a ``return``. Each name's use is replaced by what it was
+    assigned (so a name no later statement reads is gone), and a rounding of the returned value is
+    dropped. Any other body (a loop, a branch, a name assigned twice) is kept as written."""
+    if not body:
+        return body
+    *steps, last = body
+    if not isinstance(last, ast.Return) or last.value is None:
+        return body
+    targets: list[str] = []
+    for step in steps:
+        if not (
+            isinstance(step, ast.Assign)
+            and len(step.targets) == 1
+            and isinstance(step.targets[0], ast.Name)
+        ):
+            return body
+        targets.append(step.targets[0].id)
+    if len(set(targets)) != len(targets):
+        return body
+    values: dict[str, ast.expr] = {}
+    for step, name in zip(steps, targets, strict=True):
+        assert isinstance(step, ast.Assign)
+        values[name] = _Substitute(values).visit(copy.deepcopy(step.value))
+    returned = _Substitute(values).visit(copy.deepcopy(last.value))
+    if (
+        isinstance(returned, ast.Call)
+        and isinstance(returned.func, ast.Name)
+        and returned.func.id == "round"
+        and len(returned.args) in (1, 2)
+        and not returned.keywords
+        and all(isinstance(a, ast.Constant) for a in returned.args[1:])
+    ):
+        returned = returned.args[0]
+    return [ast.Return(value=returned)]
+
+
 def _request_numbers(defaults: dict[str, Any], request: str) -> dict[str, str]:
     """Each parameter named for the request's number it holds, ``q<i>`` for the i-th number written
     in ``request`` (``q-<name>`` where its value is not written there). Why not the program's order:
@@ -153,6 +206,7 @@ def computation_of(
     body = fn.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # a docstring says nothing about the computation
+    body = _straight_line(body)
     if not body:
         return None
     bound = set(params) | {
@@ -179,6 +233,6 @@ def computation_of(
         defaults=[],
     )
     canonical.body = [_Rename(names).visit(stmt) for stmt in copy.deepcopy(body)]
-    rest = [n for n in tree.body if n is not fn]
+    rest = [n for n in tree.body if n is not fn and not isinstance(n, (ast.Import, ast.ImportFrom))]
     module = ast.Module(body=[*rest, canonical], type_ignores=[])
     return Computation(ast.unparse(ast.fix_missing_locations(module)), roles)

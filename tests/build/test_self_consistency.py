@@ -179,7 +179,7 @@ def sample_computation(program: str, request: str):
         (
             "def solve():\n    return 10 / 4\n",
             "def solve(a=30, b=7):\n    r = a / b\n    return r\n",
-            False,  # up to names, not up to algebra: an intermediate variable is another program
+            True,  # an intermediate variable is written into the expression returned
         ),
         (
             "def solve():\n    return 10 / 4\n",

@@ -80,3 +80,48 @@ def test_two_wordings_of_one_computation_are_one_shape_by_use_but_not_by_the_req
 
 def test_a_program_with_nothing_of_its_request_to_lift_has_no_parameters():
     assert parameterized("def solve():\n    return 2.5\n", REQUEST) is None
+
+
+P_E = "A share trades at $35 and earns $3.5 a share. What is its P/E ratio?"
+
+
+SAMPLES = [  # three samples of one computation the target wrote for P_E
+    "import math\ndef solve():\n    return round(35 / 3.5, 2)\n",
+    "from math import sqrt\ndef solve():\n    price = 35\n    eps = 3.5\n"
+    "    ratio = price / eps\n    return round(ratio, 2)\n",
+    "def solve(price=35, eps=3.5):\n    ratio = price / eps\n    return ratio\n",
+]
+PLAIN = "def solve(price=35, eps=3.5):\n    return price / eps\n"
+
+
+@pytest.mark.parametrize(
+    ("program", "naming"),
+    [(p, BY_NUMBER) for p in SAMPLES] + [(SAMPLES[2], BY_USE)],  # by use, literals are not lifted
+)
+def test_imports_intermediate_names_and_a_rounded_answer_are_no_part_of_the_computation(
+    program, naming
+):
+    # Counted apart, samples that differ only so never agree.
+    plain = computation_of(PLAIN, naming, request=P_E)
+    other = computation_of(program, naming, request=P_E)
+    assert plain is not None and other is not None and plain.shape == other.shape
+
+
+def test_a_rounding_inside_the_computation_and_a_swap_still_count():
+    plain = computation_of("def solve(a=35, b=3.5):\n    return a / b\n", BY_NUMBER, request=P_E)
+    inner = computation_of(
+        "def solve(a=35, b=3.5):\n    return round(a / b) * 2\n", BY_NUMBER, request=P_E
+    )
+    swapped = computation_of(
+        "def solve(a=35, b=3.5):\n    r = b / a\n    return round(r, 2)\n", BY_NUMBER, request=P_E
+    )
+    assert plain is not None and inner is not None and swapped is not None
+    assert len({plain.shape, inner.shape, swapped.shape}) == 3
+
+
+def test_a_body_that_is_not_straight_line_is_compared_as_written():
+    looped = "def solve(a=35, b=3.5):\n    t = 0\n    for _ in range(2):\n        t = t + a\n    return t / b\n"
+    twice = "def solve(a=35, b=3.5):\n    t = a\n    t = t / b\n    return t\n"
+    for program in (looped, twice):
+        found = computation_of(program, BY_USE)
+        assert found is not None and "\n    v0 = " in found.shape  # the local is kept, renamed
