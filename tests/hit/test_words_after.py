@@ -23,6 +23,7 @@ from minicache.store import Entry, Variable
 TWO = [Variable("first", "number", "the first amount"), Variable("second", "number", "the second")]
 PRACTICE = "Tom practices {a} {u} on Monday and {b} {u} on Tuesday. How many hours in all?"
 BUYS = "Tom has {a} {i} and buys {b} more. How many {i} does Tom have?"
+RANGE = VerifyConfig().value_range  # the range check's default factor, as a hit is checked
 
 
 def profile_of(template: str, asked: list[tuple[float, float, str]]) -> dict:
@@ -32,7 +33,7 @@ def profile_of(template: str, asked: list[tuple[float, float, str]]) -> dict:
 
 def refusal(profile: dict, text: str, first: float, second: float) -> HitRefused | None:
     try:
-        check_values(profile, TWO, {"first": first, "second": second}, text, 1000.0)
+        check_values(profile, TWO, {"first": first, "second": second}, text, RANGE)
     except HitRefused as refused:
         return refused
     return None
@@ -119,7 +120,8 @@ LOANS = "The bank grants a ${a} {u} loan and a ${b} {u} bond. What do they come 
 
 def test_a_scale_word_belongs_to_its_number_and_the_word_after_it_is_what_it_counts():
     """'$2.4 million loan' and '$2,400,000 loan' write one amount of one thing: an entry reading
-    the scaled amount serves either, and a billion read in full carries its scale in its value."""
+    the scaled amount serves either, and a billion read in full carries its scale in its value,
+    which the range check holds to the examples' millions."""
     profile = learn_profile(
         TWO,
         [
@@ -132,8 +134,8 @@ def test_a_scale_word_belongs_to_its_number_and_the_word_after_it_is_what_it_cou
     assert profile["scales"] == {}  # read in full, the values carry their scale
     plain = "The bank grants a $2,400,000 loan and a $1,500,000 bond. What do they come to?"
     assert refusal(profile, plain, 2400000, 1500000) is None
-    billion = LOANS.format(a=1.1, b=0.9, u="billion")
-    assert refusal(profile, billion, 1.1e9, 0.9e9) is None
+    billion = refusal(profile, LOANS.format(a=1.1, b=0.9, u="billion"), 1.1e9, 0.9e9)
+    assert billion is not None and billion.check == Check.RANGE
 
 
 def test_a_number_taken_as_written_before_its_scale_counts_in_the_examples_scale():
