@@ -160,16 +160,18 @@ def word_after(text: str, pos: Position) -> str | None:
 
 def _singulars(word: str) -> set[str]:
     """``word`` and what it is the regular English plural of: "minutes" of "minute", "boxes" of
-    "box", "inches" of "inch", "berries" of "berry"."""
+    "box", "inches" of "inch", "berries" of "berry". A singular is three letters at least, and
+    "ss" is no plural ending: "ms" is no plural of "m" (milliseconds, metres), "tbs" none of "tb"
+    (tablespoons, terabytes), and "bass" no plural of "bas", which "bases" would also strip to."""
     w = word.lower()
-    out = {w}
-    if w.endswith("s"):
+    out = set()
+    if w.endswith("s") and not w.endswith("ss"):
         out.add(w[:-1])
     if re.search(r"(?:s|x|z|ch|sh|o)es$", w):
         out.add(w[:-2])
     if w.endswith("ies"):
         out.add(w[:-3] + "y")
-    return out
+    return {w} | {s for s in out if len(s) >= 3}
 
 
 def same_word(a: str, b: str) -> bool:

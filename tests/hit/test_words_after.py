@@ -79,6 +79,13 @@ def test_other_words_and_irregular_plurals_are_other_words(a, b):
     assert not same_word(a, b)
 
 
+@pytest.mark.parametrize(("a", "b"), [("bass", "bases"), ("ms", "m"), ("tbs", "tb"), ("gas", "ga")])
+def test_a_short_word_or_one_ending_in_ss_is_no_plural(a, b):
+    """A singular is three letters at least ('ms' is no plural of 'm'), and 'ss' ends no plural:
+    'bass' and 'bases' are other words, though 'bas' is what the 'es' rule strips 'bases' to."""
+    assert not same_word(a, b) and not same_word(b, a)
+
+
 def test_examples_that_agree_on_the_word_after_a_slot_refuse_another_word():
     profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes"), (15, 25, "minutes")])
     assert profile["words_after"] == {"first": ["minutes"], "second": ["minutes"]}
