@@ -11,15 +11,18 @@ a build asks the target the miss path's own prompt k times for each held example
   example's samples wrote (among equals, the first sampled) is the example's winner. Counting by
   request number is only meaningful inside one request: two wordings of one computation write
   their numbers in different orders, so their keys differ though their computation does not.
-* **Across examples**, the group's computation is the one most winners write, and at least
-  ``validate_min`` of them: two winners are one computation where they have the same shape with
-  parameters named by their use (``BY_USE``, as group merges compare entries) and, where their
+* **Across examples**, the group's computation is the one more than half the winners write, and
+  at least ``validate_min`` of them: two winners are one computation where they have the same shape
+  with parameters named by their use (``BY_USE``, as group merges compare entries) and, where their
   lifted programs have the same parameter names, the one's program run on the other's values gives
   the other's answer (the names pair up consistently: a wording whose winner divides the debts by
   the assets is caught here). Routing puts wordings in one group that give some quantities
-  otherwise (a share price and earnings per share, or net income and a share count): the winners of
-  a minority computation are left out of the build, as a held example a candidate fails is, and a
-  tie or too few winners of any one computation mean the group is not built.
+  otherwise (a share price and earnings per share, or net income and a share count). The build is
+  not made from a minority's winners: those examples stay held as their misses recorded them, and
+  the entry must refuse them or answer them as their misses did
+  (:meth:`minicache.build.run.BuildRun.work_from`), so requests worded like them are never served
+  an answer the target's samples for them contradict. Without such a majority the group is not
+  built.
 
 The agreement is the share of all samples drawn (failed ones included) that wrote their example's
 winner; the group is built only if most winners are one computation and the agreement is above
@@ -153,7 +156,13 @@ def example_winners(samples: list[Sample]) -> tuple[dict[str, Sample], int]:
             continue
         votes = Counter(s.key for s in keyed)
         top = max(votes.values())
-        winners[example_id] = next(s for s in keyed if votes[s.key] == top)
+        key = next(s.key for s in keyed if votes[s.key] == top)
+        # the computation's sample whose answer most of its samples gave: one that rounded
+        # otherwise does not set the example's answer
+        answers = Counter(repr(s.answer) for s in keyed if s.key == key)
+        winners[example_id] = next(
+            s for s in keyed if s.key == key and answers[repr(s.answer)] == max(answers.values())
+        )
         agreed += top
     return winners, agreed
 
@@ -165,11 +174,11 @@ def one_computation(
     (None: there is). Winners are one computation where each one's program lifted against its own
     request has the other's shape with parameters named by their use and, where the two name their
     parameters alike, the one's program run on the other's values gives the other's answer. The
-    group's computation is the one most winners write, if at least ``least`` of them write it (a
-    build's ``validate_min``) and no other computation as many: a group whose wordings give some of
-    their quantities otherwise (a price and earnings per share, or net income and shares) holds a
-    minority the target computes otherwise, and that minority is left out of the build, as a held
-    example a candidate fails is. A tie, or fewer than ``least``, is no computation."""
+    group's computation is the one more than half the winners write (a winner with no computation
+    to compare counts against it), and at least ``least`` of them (a build's ``validate_min``): a
+    group whose wordings give some of their quantities otherwise (a price and earnings per share,
+    or net income and shares) holds a minority the target computes otherwise. Anything less is no
+    computation."""
     classes: list[tuple[str, dict[str, Any], str, list[Sample]]] = []  # program, names, shape
     split: str | None = None
     for s in winners:
@@ -200,7 +209,7 @@ def one_computation(
             split = reason or split
             classes.append((program, values, shape.shape, [s]))
     sizes = sorted((len(c[3]) for c in classes), reverse=True)
-    if not sizes or sizes[0] < least or (len(sizes) > 1 and sizes[1] == sizes[0]):
+    if not sizes or sizes[0] < least or 2 * sizes[0] <= len(winners):
         counts = "+".join(str(n) for n in sizes) or "0"
         return [], f"{split or 'no winner'} (winners by computation: {counts}; {least} must agree)"
     majority = next(c[3] for c in classes if len(c[3]) == sizes[0])

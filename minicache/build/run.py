@@ -62,6 +62,9 @@ class BuildRun:
         self.consensus = consensus
         if not consensus.reached(bar):
             return consensus.refusal(bar)
+        # A minority computation's examples are held as recorded: the entry refuses them or
+        # answers them as their misses did.
+        self.must |= set(consensus.left_out)
         winners = consensus.winners
         recorded = {ex.id: ex.answer for ex in self.held}
         contradicted = sorted(

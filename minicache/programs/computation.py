@@ -3,13 +3,13 @@ programs by their computation.
 
 Two programs are one computation when they are the same ``solve`` once names and form are set
 aside: its parameters and local variables renamed canonically; defaults, annotations, comments,
-docstring and imports dropped; a straight-line body's intermediate variables written into the one
-expression it returns (``v = a / b; return v`` is ``return a / b``); and a rounding of the returned
-value dropped (``round(a / b, 2)``: a request's "two decimal places" says how the answer is written,
-not what is computed). The target's samples for one request often differ in just these ways (one
-imports ``math`` it never uses, one names its intermediate result, one rounds), and counted apart
-they never agree. What a parameter is renamed to is the one choice that differs between callers,
-because they ask different questions (:class:`ParameterNaming`):
+docstring and unused imports dropped; a straight-line body's intermediate variables written into
+the one expression it returns (``v = a / b; return v`` is ``return a / b``); and a rounding of the
+returned value to decimals dropped (``round(a / b, 2)``: a request's "two decimal places" says how
+the answer is written, not what is computed). The target's samples for one request often differ in
+just these ways (one imports ``math`` it never uses, one names its intermediate result, one
+rounds), and counted apart they never agree. What a parameter is renamed to is the one choice that
+differs between callers, because they ask different questions (:class:`ParameterNaming`):
 
 * **Self-consistency** (:mod:`minicache.build.consistency`) compares the target's samples for the
   requests of one group: did they compute the same thing *from the same quantities*? A sample
@@ -104,9 +104,14 @@ def _straight_line(body: list[ast.stmt]) -> list[ast.stmt]:
     """``body`` as the one expression it returns, where it is straight-line: assignments of one
     name each, no name assigned twice, then a ``return``. Each name's use is replaced by what it was
     assigned (so a name no later statement reads is gone), and a rounding of the returned value is
-    dropped. Any other body (a loop, a branch, a name assigned twice) is kept as written."""
-    if not body:
-        return body
+    dropped where it keeps decimals (``round(x, 2)``; ``round(x)`` counts whole items). Any other body
+    (a loop, a branch, a name assigned twice, a name bound inside an expression) is kept as written."""
+    if not body or any(
+        isinstance(n, (ast.Lambda, ast.NamedExpr, ast.comprehension))
+        for stmt in body
+        for n in ast.walk(stmt)
+    ):
+        return body  # a name bound inside an expression: substituting could capture it
     *steps, last = body
     if not isinstance(last, ast.Return) or last.value is None:
         return body
@@ -130,12 +135,23 @@ def _straight_line(body: list[ast.stmt]) -> list[ast.stmt]:
         isinstance(returned, ast.Call)
         and isinstance(returned.func, ast.Name)
         and returned.func.id == "round"
-        and len(returned.args) in (1, 2)
+        and "round" not in targets
+        and len(returned.args) == 2
         and not returned.keywords
-        and all(isinstance(a, ast.Constant) for a in returned.args[1:])
+        and isinstance(returned.args[1], ast.Constant)
+        and type(returned.args[1].value) is int
+        and returned.args[1].value >= 1
     ):
-        returned = returned.args[0]
+        returned = returned.args[0]  # decimals; round(x) to a whole number is a computation
     return [ast.Return(value=returned)]
+
+
+def _unused_import(node: ast.stmt, used: set[str]) -> bool:
+    """Whether ``node`` imports only names ``solve`` never reads (``import math`` for nothing)."""
+    if not isinstance(node, (ast.Import, ast.ImportFrom)):
+        return False
+    bound = {(a.asname or a.name).split(".")[0] for a in node.names}
+    return "*" not in bound and not bound & used
 
 
 def _request_numbers(defaults: dict[str, Any], request: str) -> dict[str, str]:
@@ -233,6 +249,7 @@ def computation_of(
         defaults=[],
     )
     canonical.body = [_Rename(names).visit(stmt) for stmt in copy.deepcopy(body)]
-    rest = [n for n in tree.body if n is not fn and not isinstance(n, (ast.Import, ast.ImportFrom))]
+    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    rest = [n for n in tree.body if n is not fn and not _unused_import(n, used)]
     module = ast.Module(body=[*rest, canonical], type_ignores=[])
     return Computation(ast.unparse(ast.fix_missing_locations(module)), roles)

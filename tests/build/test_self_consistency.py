@@ -22,6 +22,7 @@ from fakes import (
     request_of,
 )
 from minicache.build.admission import Admission
+from minicache.build.consistency import Sample, one_computation
 from minicache.build.validation import AttemptSource
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
@@ -416,3 +417,34 @@ def test_a_build_whose_lease_another_replica_took_stops_sampling_and_records_not
     assert mc.store.group_failure("default", GROUP) is None
     assert mc.stats()["builds_failed"] == 0 and mc.store.list_entries("default") == []
     assert not mc.store.acquire_build_lease("default", GROUP, "a-third-replica", 60.0)
+
+
+def test_the_computation_most_winners_write_must_be_more_than_half_of_them(sandbox):
+    # Five examples' winners: two divide, three each compute something else. Two is the most any
+    # computation has, but not more than half: no entry.
+    def winner(i: int, body: str, answer: float) -> Sample:
+        question = f"Assets of {10 + i} and debts of 4."
+        ex = Example(
+            id=f"ex{i}",
+            tenant="default",
+            group_id=GROUP,
+            question=question,
+            context=None,
+            program="",
+            answer=answer,
+            variables={},
+            created_at=float(i),
+        )
+        return Sample(ex, f"def solve():\n    return {body.format(a=10 + i, b=4)}\n", answer)
+
+    winners = [
+        winner(0, "{a} / {b}", 2.5),
+        winner(1, "{a} / {b}", 11 / 4),
+        winner(2, "{a} * {b}", 48.0),
+        winner(3, "{a} + {b}", 17.0),
+        winner(4, "{a} - {b}", 10.0),
+    ]
+    majority, split = one_computation(winners, sandbox)
+    assert majority == [] and split is not None and "2+1+1+1" in split
+    majority, split = one_computation(winners[:3], sandbox)
+    assert split is None and [s.example.id for s in majority] == ["ex0", "ex1"]

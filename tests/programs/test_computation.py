@@ -125,3 +125,20 @@ def test_a_body_that_is_not_straight_line_is_compared_as_written():
     for program in (looped, twice):
         found = computation_of(program, BY_USE)
         assert found is not None and "\n    v0 = " in found.shape  # the local is kept, renamed
+
+
+@pytest.mark.parametrize(
+    ("program", "kept"),
+    [
+        ("def solve(a=35, b=3.5):\n    return round(a / b)\n", "round("),  # whole items
+        ("def solve(a=35, b=3.5):\n    r = a / b\n    return round(r, 0)\n", "round("),
+        (
+            "def solve(a=35, b=3.5):\n    n = a * 2\n    return sum((n for n in range(int(b))))\n",
+            "v0 = ",  # a name a generator binds again: substituting it would capture it
+        ),
+        ("from math import floor\ndef solve(a=35, b=3.5):\n    return floor(a / b)\n", "import"),
+    ],
+)
+def test_what_changes_an_answer_stays_part_of_the_computation(program, kept):
+    found = computation_of(program, BY_USE)
+    assert found is not None and kept in found.shape
