@@ -143,17 +143,15 @@ def accept(profile: dict[str, Any], written: Records) -> Records:
 
 def merged_written(ours: dict[str, Any], theirs: dict[str, Any], names: dict[str, str]) -> Records:
     """The accepted words of two merged groups (``theirs`` renamed by ``names``): a variable both
-    records keeps every word either accepts where they share one; where they share none ("cookies"
-    and "marbles"), the merged group's examples differ there and no word is recorded."""
+    records hold accepts every word either accepts ("cookies" and "marbles"), since a merge joins
+    groups of one computation and each group's words were validated against it; a word neither
+    accepts is still refused. A variable only one records holds none: the other group's examples
+    wrote other words there, or too few to record one."""
     out: Records = {}
     for record in RECORDS:
         mine = accepted(ours, record.key)
         other = {names.get(k, k): w for k, w in accepted(theirs, record.key).items()}
-        out[record.key] = {
-            k: sorted({*w, *other[k]})
-            for k, w in mine.items()
-            if k in other and any(same_word(a, b) for a in w for b in other[k])
-        }
+        out[record.key] = {k: sorted({*w, *other[k]}) for k, w in mine.items() if k in other}
     return out
 
 
@@ -162,8 +160,9 @@ def with_pairs(profile: dict[str, Any], pairs: list[Pair]) -> Records:
     variable's number. For a join (minicache.build.join): each joined example was run through the
     entry's own program in the sandbox and gave its answer, which shows its words right there, as a
     reviewed refusal shows a request's. Learned from the joined examples alone, the record would be
-    empty (one example records nothing, :func:`learn_written` asks for two), and a merge keeps only
-    what both groups record (:func:`merged_written`): the entry's words would be lost."""
+    empty (one example records nothing, :func:`learn_written` asks for two), and a merge keeps a
+    variable's words only where both groups record some (:func:`merged_written`): the entry's words
+    would be lost."""
     out: Records = {record.key: accepted(profile, record.key) for record in RECORDS}
     said: Records = {
         record.key: {

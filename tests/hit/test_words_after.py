@@ -260,20 +260,24 @@ def test_a_refusal_by_the_word_after_gets_no_second_choice():
     assert len(small.schemas) == 1  # asked once
 
 
-def test_a_merged_group_keeps_only_the_words_after_both_groups_examples_wrote():
-    """Two stories of one addition merge; the survivor's record holds where the other group's
-    examples (under their own variable names) wrote the same word, and goes where they wrote
-    another."""
+def test_a_merged_group_accepts_the_words_after_either_groups_examples_wrote():
+    """Two stories of one addition merge; the survivor's record accepts, for each variable both
+    groups record, every word either group's examples (under their own variable names) wrote there,
+    shared or not ('pears' beside 'apples'), and still refuses a word neither wrote."""
     ours = profile_of(BUYS, [(5, 3, "apples"), (4, 2, "apples")])
     renamed = {"first": "had", "second": "bought"}
     for item, kept in (
         ("apples", {"first": ["apples"], "second": ["more"]}),
-        ("pears", {"second": ["more"]}),
+        ("pears", {"first": ["apples", "pears"], "second": ["more"]}),
     ):
         theirs = profile_of(BUYS, [(6, 1, item), (8, 2, item)])
         theirs["words_after"] = {renamed[k]: w for k, w in theirs["words_after"].items()}
         back = {v: k for k, v in renamed.items()}
-        assert merged_profile(ours, theirs, back, [], [])["words_after"] == kept
+        merged = merged_profile(ours, theirs, back, [], [])
+        assert merged["words_after"] == kept
+        assert refusal(merged, BUYS.format(a=6, b=2, i=item), 6, 2) is None
+        books = refusal(merged, BUYS.format(a=6, b=2, i="books"), 6, 2)
+        assert books is not None and books.check == Check.WORD_AFTER
 
 
 def test_merged_groups_that_share_an_accepted_word_accept_every_word_either_accepts():
