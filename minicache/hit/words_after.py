@@ -68,11 +68,28 @@ def _written(record: Record, text: str, value: Any) -> list[str | None]:
     return [record.read(text, p, value) for p in positions(text) if value in p.values()]
 
 
+def _is_scale(word: str) -> bool:
+    """Whether the number parser reads ``word`` as a number's scale ("million", "bn")."""
+    return any(scale_word(p, 1) == word.lower() for p in positions(f"1 {word}"))
+
+
 def accepted(profile: dict[str, Any], key: str) -> dict[str, list[str]]:
     """The accepted words of one record by variable; an entry built when a record held one word per
-    variable reads as that word alone."""
-    record = profile.get(key) or {}
-    return {k: [w] if isinstance(w, str) else list(w) for k, w in record.items()}
+    variable reads as that word alone. An entry built before the ``scales`` record recorded a scale
+    word as the word after its number ("$5.2 *million*"): there a scale word of ``words_after`` is
+    the variable's scale, and no word after it, so that such an entry still refuses "$6.1 billion"
+    and does not refuse "$6.1 million loan"."""
+    if "scales" in profile:
+        return _listed(profile.get(key))
+    return {
+        name: kept
+        for name, words in _listed(profile.get("words_after")).items()
+        if (kept := [w for w in words if _is_scale(w) == (key == "scales")])
+    }
+
+
+def _listed(record: dict[str, Any] | None) -> dict[str, list[str]]:
+    return {k: [w] if isinstance(w, str) else list(w) for k, w in (record or {}).items()}
 
 
 def learn_written(template: list[Variable], validated: list[Pair]) -> Records:
@@ -127,8 +144,9 @@ def accept(profile: dict[str, Any], written: Records) -> Records:
     """Adds ``written`` (a refusal's words, by record and variable) to the profile's accepted words,
     in place; returns what was new."""
     new: Records = {}
+    records = {record.key: accepted(profile, record.key) for record in RECORDS}
     for key, by_name in written.items():
-        record = accepted(profile, key)
+        record = records[key]
         for name, words in by_name.items():
             known = record.get(name)
             if known is None:  # the record no longer holds the variable: nothing to widen
@@ -137,7 +155,7 @@ def accept(profile: dict[str, Any], written: Records) -> Records:
             if added:
                 record[name] = sorted({*known, *added})
                 new.setdefault(key, {})[name] = added
-        profile[key] = record
+    profile.update(records)  # an older entry's records as they read (:func:`accepted`)
     return new
 
 

@@ -18,6 +18,7 @@ from minicache.hit.extraction import Extractor
 from minicache.hit.profile import check_values, learn_profile
 from minicache.hit.refusals import revise
 from minicache.hit.verify import HitVerifier
+from minicache.hit.words_after import accept
 from minicache.store import Entry, Variable
 
 TWO = [Variable("first", "number", "the first amount"), Variable("second", "number", "the second")]
@@ -123,6 +124,7 @@ def test_one_example_records_no_word_after():
 
 
 LOANS = "The bank grants a ${a} {u} loan and a ${b} {u} bond. What do they come to?"
+GROWTH = "Exports were ${a} {u} and imports ${b} {u}. What is the balance of trade?"
 
 
 def test_a_scale_word_belongs_to_its_number_and_the_word_after_it_is_what_it_counts():
@@ -149,17 +151,46 @@ def test_a_number_taken_as_written_before_its_scale_counts_in_the_examples_scale
     """A program in millions, built on '$5.2 million': 6.1 of '$6.1 billion' is refused (no range
     check tells 6.1 billion from 6.1 million), 6.1 of '$6.1 million' is not, and a scale the
     request does not write refuses nothing."""
-    growth = "Exports were ${a} {u} and imports ${b} {u}. What is the balance of trade?"
-    profile = profile_of(growth, [(5.2, 3.1, "million"), (4.0, 2.5, "million")])
+    profile = profile_of(GROWTH, [(5.2, 3.1, "million"), (4.0, 2.5, "million")])
     assert profile["scales"] == {"first": ["million"], "second": ["million"]}
-    refused = refusal(profile, growth.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3)
+    refused = refusal(profile, GROWTH.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3)
     assert refused is not None and refused.check == Check.WORD_AFTER
     assert refused.reason.startswith(
         "first is counted in 'billion', the entry's examples say 'million'"
     )
-    assert refusal(profile, growth.format(a=6.1, b=3.3, u="million"), 6.1, 3.3) is None
+    assert refusal(profile, GROWTH.format(a=6.1, b=3.3, u="million"), 6.1, 3.3) is None
     unscaled = "Exports were $6.1 and imports $3.3. What is the balance of trade?"
     assert refusal(profile, unscaled, 6.1, 3.3) is None
+
+
+@pytest.mark.parametrize("older", ["million", ["million"]])
+def test_an_entry_that_recorded_the_scale_as_the_word_after_still_refuses_another_scale(older):
+    """Built before the scales record, an entry on '$5.2 million' recorded 'million' as the word
+    after the number (one word, later a list) and has no scales record: 'million' reads as the
+    variable's scale, so '$6.1 billion' is refused, and no word after it, so '$6.1 million loan' is
+    not."""
+    profile = profile_of(GROWTH, [(5.2, 3.1, "million"), (4.0, 2.5, "million")])
+    del profile["scales"]
+    profile["words_after"] = {"first": older, "second": older}
+    refused = refusal(profile, GROWTH.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3)
+    assert refused is not None and refused.check == Check.WORD_AFTER
+    assert refused.reason.startswith("first is counted in 'billion'")
+    assert refusal(profile, GROWTH.format(a=6.1, b=3.3, u="million loan"), 6.1, 3.3) is None
+    assert refusal(profile, GROWTH.format(a=6.1, b=3.3, u="million"), 6.1, 3.3) is None
+
+
+def test_a_word_learned_by_an_entry_without_a_scales_record_keeps_its_scale():
+    """A reviewed refusal rewrites an older entry's records as they read: the scale stays held."""
+    profile = profile_of(GROWTH, [(5.2, 3.1, "million"), (4.0, 2.5, "million")])
+    del profile["scales"]
+    profile["words_after"] = {"first": "million", "second": ["million", "dollars"]}
+    assert accept(profile, {"words_after": {"second": ["usd"]}}) == {
+        "words_after": {"second": ["usd"]}
+    }
+    assert profile["scales"] == {"first": ["million"], "second": ["million"]}
+    assert profile["words_after"] == {"second": ["dollars", "usd"]}
+    refused = refusal(profile, GROWTH.format(a=6.1, b=3.3, u="billion"), 6.1, 3.3)
+    assert refused is not None and refused.check == Check.WORD_AFTER
 
 
 def test_a_hyphen_is_no_other_word():
