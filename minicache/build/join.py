@@ -10,8 +10,9 @@ with parameters named by their use. Where they are all the computation of a tena
 the merge's own steps (:meth:`GroupMerger.fold <minicache.build.merge.GroupMerger.fold>`): its
 examples are copied, the entry gets its next version, which also reads this group's wording
 (exemplars and values learned from its examples, renamed to the entry's parameters, and the words
-its examples write after a number beside those the entry accepts there), and the group is forgotten
-and deleted. The next request phrased like it routes to the entry's group and is served
+its examples write after a number beside those the entry accepts there, where the entry's answer
+shows them right: :func:`~minicache.hit.words_after.with_pairs`), and the group is forgotten and
+deleted. The next request phrased like it routes to the entry's group and is served
 as any hit there, with every check a hit gets.
 
 An example joins only on what the sandbox ran here: under both groups' build leases each example's
@@ -31,6 +32,7 @@ and so creates the group again: after such a miss its examples move to the survi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,10 +165,23 @@ class GroupJoiner:
         profile = learn_profile(
             survivor.template, pairs, answers, word_slots=self.merger.config.route_word_slots
         )
-        # The survivor's accepted words after each number, and the words these examples write there:
-        # the entry's program reproduced each one's answer (minicache.hit.words_after.with_pairs).
-        profile.update(with_pairs(survivor.validation.get("profile") or {}, pairs))
+        # The survivor's accepted words after each number, and the words these examples write there
+        # where the entry's program, which reproduced each one's answer, shows them right
+        # (minicache.hit.words_after.with_pairs).
+        run = self._runner(tenant, survivor.program)
+        profile.update(with_pairs(survivor.validation.get("profile") or {}, pairs, run))
         return Fold(names or {}, profile, pairs, MergeBasis.PROGRAMS)
+
+    def _runner(self, tenant: str, program: str) -> Callable[[dict[str, Any]], Any]:
+        """``program``'s answer on a set of values, run in the sandbox (None where it fails)."""
+
+        def run(values: dict[str, Any]) -> Any:
+            try:
+                return self.sandbox.run(program, values, tenant=tenant).value
+            except ProgramError:
+                return None
+
+        return run
 
     def _reproduces(
         self, tenant: str, read: LiftedExample, survivor: Entry, values: dict[str, Any]

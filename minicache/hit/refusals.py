@@ -10,7 +10,8 @@ the rule's did not.
 
 What a refusal can teach, and nothing else (each change rests on evidence from two independent
 paths, the entry's program on the refused values and the target's own program, and covers only
-what that evidence showed):
+what that evidence shows; for a word after a number, it shows a variable's unit where the answer
+depends on that unit and counts in a unit of its own, and the review checks the first, below):
 
 * ``rule``: when alignment's values gave the reference answer and the rules' did not, the rules of
   the variables whose reading differs from alignment's are dropped; those variables are then read
@@ -29,11 +30,16 @@ what that evidence showed):
   (``profile.cues``), so the words around another number no longer outscore them for a request
   written this way. On Formula, 8 context revisions each learned the words of one request, and none
   turned a later request into a hit.
-* ``word-after``: when the refused values gave the reference answer, the words the request wrote
-  after each refused variable's number join the words the entry accepts there
-  (``profile.words_after``, :func:`minicache.hit.words_after.accept`): "mins" where the examples
-  wrote "minutes". 1800 seconds read as minutes gives 75.0 where the answer is 1.25, and teaches
-  nothing.
+* ``word-after``: when the refused values gave the reference answer, and the entry's program gives
+  another answer with the refused variables' values all scaled by one factor (so that the answer
+  depends on the unit they are written in), the word the request wrote after each refused
+  variable's number joins the words the entry accepts there (``profile.words_after``,
+  ``profile.scales``, :func:`minicache.hit.words_after.learn`): "mins" where the examples wrote
+  "minutes". 1800 seconds read as minutes gives 75.0 where the answer is 1.25, and teaches nothing;
+  nor does "1800 seconds of a 5400 seconds film" for a share, whose answer is one number in any
+  one unit, nor a number the request writes with two words ("5 pears ... 5 miles"). What the
+  match cannot tell is an answer that counts in the request's own unit: "5 kg and 3 kg" is 8 for
+  a sum built on grams as on kilograms, and teaches "kg".
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).
@@ -49,7 +55,7 @@ from typing import Any
 from minicache.errors import HitRefused
 from minicache.hit.align import same_value
 from minicache.hit.checks import Check
-from minicache.hit.words_after import accept
+from minicache.hit.words_after import learn
 from minicache.programs.signature import answers_match
 from minicache.store.base import Entry
 
@@ -106,7 +112,7 @@ def revise(
         profile.setdefault("cues", {})[refused.variable] = sorted([*known, *new])
         note = {"check": Check.CONTEXT, "variable": refused.variable, "cues": new}
     elif refused.check == Check.WORD_AFTER:
-        learned = accept(profile, readings.get("written") or {})
+        learned = learn(profile, readings.get("written") or {}, values, run)
         if not learned:
             return None
         note = {"check": Check.WORD_AFTER, "accepted": learned}

@@ -21,11 +21,14 @@ or none, or for an entry built before the record existed.
 
 Such a refusal is reviewed as the learnable ones are (:mod:`minicache.hit.refusals`): the miss path
 answers the refused request, and where the entry's program on the refused reading's values gives
-that answer, the request's words join the variable's accepted words (:func:`accept`) in the entry's
-next version, so one miss teaches a word the examples did not write ("mins", "geese"). Where it
-does not (1800 seconds read as minutes gives 75.0, the answer is 1.25) the record stays. So the
-refusal does not refute the value for a second choice (:data:`minicache.hit.verify.REFUTING`): a
-right value wrongly refused would be taken out of the model's choices, and another number chosen.
+that answer, and an answer that depends on the refused variables' unit (:func:`learn`), the
+request's words join those variables' accepted words in the entry's next version, so one miss
+teaches a word the examples did not write ("mins", "geese"). Where it does not (1800 seconds read
+as minutes gives 75.0, the answer is 1.25), or where the answer is one number in any one unit (a
+share: "1800 seconds of a 5400 seconds film" gives the minutes' 1/3), the record stays; so it does
+for a number the request writes with two words ("5 pears ... 5 miles"). The refusal does not
+refute the value for a second choice (:data:`minicache.hit.verify.REFUTING`): a right value
+wrongly refused would be taken out of the model's choices, and another number chosen.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from minicache.errors import HitRefused
 from minicache.hit.checks import Check
 from minicache.hit.cues import positions, same_word, scale_word, word_after
 from minicache.programs.numbers import Position
+from minicache.programs.signature import answers_match
 from minicache.store.base import Variable
 
 Pair = tuple[str, dict[str, Any]]  # a request's text and its values by variable
@@ -66,6 +70,14 @@ def _numeric(value: Any) -> bool:
 def _written(record: Record, text: str, value: Any) -> list[str | None]:
     """The words the request writes with ``value``, one per place it writes it (None: no word)."""
     return [record.read(text, p, value) for p in positions(text) if value in p.values()]
+
+
+def _one_word(record: Record, text: str, value: Any) -> str | None:
+    """The word the request writes with ``value``, where it writes that one word at every place it
+    writes the value; None where it writes other words ("5 apples ... 5 miles": which one the value
+    counts, the text does not say) or none."""
+    words = set(_written(record, text, value))
+    return words.pop() if len(words) == 1 else None
 
 
 def _is_scale(word: str) -> bool:
@@ -105,32 +117,40 @@ def learn_written(template: list[Variable], validated: list[Pair]) -> Records:
             for text, vals in validated:
                 v = vals.get(var.name)
                 if var.type != "string" and _numeric(v):
-                    words = set(_written(record, text, v))
-                    said.append(words.pop() if len(words) == 1 else None)
+                    said.append(_one_word(record, text, v))
             first = said[0] if said else None
             if len(said) >= 2 and first and all(w and same_word(w, first) for w in said):
                 found[var.name] = [first]
     return out
 
 
-def check_written(profile: dict[str, Any], values: dict[str, Any], text: str) -> None:
-    """Refuses (``Check.WORD_AFTER``) a reading with a variable whose number the request writes, at
-    every place it writes it, with a word the entry does not accept there; the refusal carries each
-    such variable's words (``readings["written"]``), which :func:`accept` learns where the miss
-    answer shows them right."""
-    refused: Records = {}
+def _unaccepted(
+    profile: dict[str, Any], values: dict[str, Any], text: str
+) -> tuple[Records, list[str]]:
+    """The variables whose number the request writes, at every place it writes it, with a word the
+    entry does not accept there, by record, each with the word it may learn (:func:`_one_word`, none
+    where the request writes the number with two words); and why, one line per variable."""
+    found: Records = {}
     why: list[str] = []
     for record in RECORDS:
         for name, words in accepted(profile, record.key).items():
             v = values.get(name)
             said = _written(record, text, v) if _numeric(v) else []
             if said and all(w and not any(same_word(w, a) for a in words) for w in said):
-                new = sorted({w for w in said if w})
-                refused.setdefault(record.key, {})[name] = new
+                one = _one_word(record, text, v)
+                found.setdefault(record.key, {})[name] = [one] if one else []
+                new = ", ".join(sorted(repr(w) for w in set(said) if w))
                 known = ", ".join(map(repr, words))
-                why.append(
-                    f"{name} {record.says} {', '.join(map(repr, new))}, the entry's examples say {known}"
-                )
+                why.append(f"{name} {record.says} {new}, the entry's examples say {known}")
+    return found, why
+
+
+def check_written(profile: dict[str, Any], values: dict[str, Any], text: str) -> None:
+    """Refuses (``Check.WORD_AFTER``) a reading with a variable whose number the request writes, at
+    every place it writes it, with a word the entry does not accept there; the refusal carries each
+    such variable and the word it may learn (``readings["written"]``), which :func:`learn` learns
+    where the miss answer shows it right."""
+    refused, why = _unaccepted(profile, values, text)
     if why:
         raise HitRefused(
             Check.WORD_AFTER,
@@ -138,6 +158,31 @@ def check_written(profile: dict[str, Any], values: dict[str, Any], text: str) ->
             variable=next(iter(next(iter(refused.values())))),
             readings={"hit": dict(values), "written": refused},
         )
+
+
+SCALE = 7  # the common factor that tells an answer that depends on its numbers' unit
+
+
+def learn(
+    profile: dict[str, Any],
+    written: Records,
+    values: dict[str, Any],
+    run: Callable[[dict[str, Any]], Any],
+) -> Records:
+    """Adds ``written`` (words a request writes with the numbers of the variables it names, by
+    record and variable) to the profile's accepted words, in place, where the entry's program
+    (``run``) gave the right answer on ``values``, the caller's evidence, and that answer shows the
+    words right: it changes with those variables' values all scaled by one factor (:data:`SCALE`),
+    so it depends on the unit they are written in. Where it does not (a share, a ratio, a percent
+    change), the answer comes out alike in any one unit: "1800 seconds of a 5400 seconds film" gives
+    the minutes' answer, and learning "seconds" would pass "30 minutes of a 5400 seconds film",
+    served 30/5400. Returns what was new."""
+    names = {name for by_name in written.values() for name in by_name}
+    scaled = {k: v * SCALE if k in names and _numeric(v) else v for k, v in values.items()}
+    answer, other = (run(values), run(scaled)) if names else (None, None)
+    if answer is None or other is None or answers_match(answer, other):
+        return {}
+    return accept(profile, written)
 
 
 def accept(profile: dict[str, Any], written: Records) -> Records:
@@ -173,29 +218,17 @@ def merged_written(ours: dict[str, Any], theirs: dict[str, Any], names: dict[str
     return out
 
 
-def with_pairs(profile: dict[str, Any], pairs: list[Pair]) -> Records:
+def with_pairs(
+    profile: dict[str, Any], pairs: list[Pair], run: Callable[[dict[str, Any]], Any]
+) -> Records:
     """The profile's accepted words, and with them the words ``pairs`` write with each recorded
-    variable's number. For a join (minicache.build.join): each joined example was run through the
-    entry's own program in the sandbox and gave its answer, which shows its words right there, as a
-    reviewed refusal shows a request's. Learned from the joined examples alone, the record would be
-    empty (one example records nothing, :func:`learn_written` asks for two), and a merge keeps a
-    variable's words only where both groups record some (:func:`merged_written`): the entry's words
-    would be lost."""
+    variable's number that :func:`learn` learns. For a join (minicache.build.join): each joined
+    example was run through the entry's own program (``run``) in the sandbox and gave its answer,
+    the evidence a reviewed refusal has for a request's words. Learned from the joined examples
+    alone, the record would be empty (one example records nothing, :func:`learn_written` asks for
+    two), and a merge keeps a variable's words only where both groups record some
+    (:func:`merged_written`): the entry's words would be lost."""
     out: Records = {record.key: accepted(profile, record.key) for record in RECORDS}
-    said: Records = {
-        record.key: {
-            name: sorted(
-                {
-                    w
-                    for text, vals in pairs
-                    if _numeric(vals.get(name))
-                    for w in _written(record, text, vals[name])
-                    if w
-                }
-            )
-            for name in out[record.key]
-        }
-        for record in RECORDS
-    }
-    accept(out, said)
+    for text, vals in pairs:
+        learn(out, _unaccepted(out, vals, text)[0], vals, run)
     return out
