@@ -235,8 +235,8 @@ def sample_consensus(
     least: int = 2,
 ) -> Consensus:
     """Draw ``k`` samples per example (:func:`draw_samples`), find each example's winner
-    (:func:`example_winners`) and the computation at least ``least`` winners and most of them write
-    (:func:`one_computation`; the others are left out), with what drawing them cost."""
+    (:func:`example_winners`) and the computation more than half the winners write, ``least`` at
+    least (:func:`one_computation`; the others are left out), with what drawing them cost."""
     began = compute_clock()
     samples, tokens, lost = draw_samples(
         target, sandbox, examples, k, temperature, max_tokens, renew
