@@ -63,8 +63,10 @@ class BuildRun:
         if not consensus.reached(bar):
             return consensus.refusal(bar)
         # A minority computation's examples are held as recorded: the entry refuses them or
-        # answers them as their misses did.
-        self.must |= set(consensus.left_out)
+        # answers them as their misses did; one that vetoed the last build is held as any example,
+        # as a failed request is (minicache.build.failures), so it cannot block every build.
+        vetoed = set((self.failure or {}).get("vetoed", []))
+        self.must |= set(consensus.left_out) - vetoed
         winners = consensus.winners
         recorded = {ex.id: ex.answer for ex in self.held}
         contradicted = sorted(

@@ -191,7 +191,9 @@ def accept(profile: dict[str, Any], written: Records) -> Records:
     new: Records = {}
     records = {record.key: accepted(profile, record.key) for record in RECORDS}
     for key, by_name in written.items():
-        record = records[key]
+        record = records.get(key)
+        if record is None:  # a record this version does not keep: nothing to widen
+            continue
         for name, words in by_name.items():
             known = record.get(name)
             if known is None:  # the record no longer holds the variable: nothing to widen

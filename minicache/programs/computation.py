@@ -249,7 +249,7 @@ def computation_of(
         defaults=[],
     )
     canonical.body = [_Rename(names).visit(stmt) for stmt in copy.deepcopy(body)]
-    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}  # a helper's imports too
     rest = [n for n in tree.body if n is not fn and not _unused_import(n, used)]
     module = ast.Module(body=[*rest, canonical], type_ignores=[])
     return Computation(ast.unparse(ast.fix_missing_locations(module)), roles)

@@ -327,3 +327,9 @@ def test_an_entry_that_recorded_one_word_per_variable_still_refuses_another():
     refused = refusal(profile, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
     assert refused is not None and refused.check == Check.WORD_AFTER
     assert refusal(profile, PRACTICE.format(a=40, b=50, u="minute"), 40, 50) is None
+
+
+def test_a_refusal_that_names_a_record_this_version_does_not_keep_widens_nothing():
+    profile: dict = {"words_after": {"first": ["minutes"]}}
+    assert accept(profile, {"no-such-record": {"first": ["seconds"]}}) == {}
+    assert profile["words_after"] == {"first": ["minutes"]}

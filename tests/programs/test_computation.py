@@ -142,3 +142,12 @@ def test_a_body_that_is_not_straight_line_is_compared_as_written():
 def test_what_changes_an_answer_stays_part_of_the_computation(program, kept):
     found = computation_of(program, BY_USE)
     assert found is not None and kept in found.shape
+
+
+def test_an_import_a_helper_uses_stays_part_of_the_computation():
+    program = (
+        "import math\ndef root(x):\n    return math.sqrt(x)\n"
+        "def solve(a=35, b=3.5):\n    return root(a / b)\n"
+    )
+    found = computation_of(program, BY_USE)
+    assert found is not None and "import math" in found.shape
