@@ -67,16 +67,18 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _written(record: Record, text: str, value: Any) -> list[str | None]:
-    """The words the request writes with ``value``, one per place it writes it (None: no word)."""
-    return [record.read(text, p, value) for p in positions(text) if value in p.values()]
+def _written(record: Record, text: str, spots: list[Position], value: Any) -> list[str | None]:
+    """The words the request writes with ``value``, one per place it writes it (None: no word);
+    ``spots`` are the request's numbers (:func:`minicache.hit.cues.positions`), read once a request
+    whatever the number of variables and records."""
+    return [record.read(text, p, value) for p in spots if value in p.values()]
 
 
-def _one_word(record: Record, text: str, value: Any) -> str | None:
-    """The word the request writes with ``value``, where it writes that one word at every place it
-    writes the value; None where it writes other words ("5 apples ... 5 miles": which one the value
-    counts, the text does not say) or none."""
-    words = set(_written(record, text, value))
+def _one_word(said: list[str | None]) -> str | None:
+    """The word a request writes with a value (``said``, :func:`_written`), where it writes that one
+    word at every place it writes the value; None where it writes other words ("5 apples ... 5
+    miles": which one the value counts, the text does not say) or none."""
+    words = set(said)
     return words.pop() if len(words) == 1 else None
 
 
@@ -110,14 +112,15 @@ def learn_written(template: list[Variable], validated: list[Pair]) -> Records:
     it). A variable whose examples write other words, or none, or its number twice with different
     words, gets none: they do not say what a request must write."""
     out: Records = {}
+    spots = [positions(text) for text, _ in validated]
     for record in RECORDS:
         found = out.setdefault(record.key, {})
         for var in template:
             said: list[str | None] = []
-            for text, vals in validated:
+            for (text, vals), at in zip(validated, spots, strict=True):
                 v = vals.get(var.name)
                 if var.type != "string" and _numeric(v):
-                    said.append(_one_word(record, text, v))
+                    said.append(_one_word(_written(record, text, at, v)))
             first = said[0] if said else None
             if len(said) >= 2 and first and all(w and same_word(w, first) for w in said):
                 found[var.name] = [first]
@@ -132,12 +135,14 @@ def _unaccepted(
     where the request writes the number with two words); and why, one line per variable."""
     found: Records = {}
     why: list[str] = []
-    for record in RECORDS:
-        for name, words in accepted(profile, record.key).items():
+    held = [(record, accepted(profile, record.key)) for record in RECORDS]
+    spots = positions(text) if any(by_name for _, by_name in held) else []
+    for record, by_name in held:
+        for name, words in by_name.items():
             v = values.get(name)
-            said = _written(record, text, v) if _numeric(v) else []
+            said = _written(record, text, spots, v) if _numeric(v) else []
             if said and all(w and not any(same_word(w, a) for a in words) for w in said):
-                one = _one_word(record, text, v)
+                one = _one_word(said)
                 found.setdefault(record.key, {})[name] = [one] if one else []
                 new = ", ".join(sorted(repr(w) for w in set(said) if w))
                 known = ", ".join(map(repr, words))
