@@ -85,7 +85,7 @@ class BuildRun:
             answer = ex.answer if ex.id in self.must else winners[ex.id].answer
             return replace(ex, program=winners[ex.id].code, answer=answer)
 
-        kept = set(winners) | self.must
+        kept = set(winners) | set(consensus.left_out) | self.must
         self.examples = [rewritten(ex) for ex in self.examples if ex.id in kept]
         self.held = [rewritten(ex) for ex in self.held if ex.id in kept]
         self.newest = [ex for ex in self.held if ex.id in winners]  # the samples' programs

@@ -136,14 +136,24 @@ def _straight_line(body: list[ast.stmt]) -> list[ast.stmt]:
         and isinstance(returned.func, ast.Name)
         and returned.func.id == "round"
         and "round" not in targets
-        and len(returned.args) == 2
-        and not returned.keywords
-        and isinstance(returned.args[1], ast.Constant)
-        and type(returned.args[1].value) is int
-        and returned.args[1].value >= 1
+        and returned.args
+        and _decimals(returned) >= 1
     ):
         returned = returned.args[0]  # decimals; round(x) to a whole number is a computation
     return [ast.Return(value=returned)]
+
+
+def _decimals(call: ast.Call) -> int:
+    """The decimals a ``round`` call keeps, written ``round(x, 2)`` or ``round(x, ndigits=2)``;
+    0 for ``round(x)`` and for any other form (a computed or non-integer count)."""
+    given = call.args[1:] + [k.value for k in call.keywords if k.arg == "ndigits"]
+    others = [k for k in call.keywords if k.arg != "ndigits"]
+    if len(call.args) > 2 or len(given) != 1 or others:
+        return 0
+    value = given[0]
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return value.value
+    return 0
 
 
 def _unused_import(node: ast.stmt, used: set[str]) -> bool:

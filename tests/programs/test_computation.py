@@ -90,6 +90,7 @@ SAMPLES = [  # three samples of one computation the target wrote for P_E
     "from math import sqrt\ndef solve():\n    price = 35\n    eps = 3.5\n"
     "    ratio = price / eps\n    return round(ratio, 2)\n",
     "def solve(price=35, eps=3.5):\n    ratio = price / eps\n    return ratio\n",
+    "def solve(price=35, eps=3.5):\n    return round(price / eps, ndigits=2)\n",
 ]
 PLAIN = "def solve(price=35, eps=3.5):\n    return price / eps\n"
 
@@ -132,6 +133,8 @@ def test_a_body_that_is_not_straight_line_is_compared_as_written():
     [
         ("def solve(a=35, b=3.5):\n    return round(a / b)\n", "round("),  # whole items
         ("def solve(a=35, b=3.5):\n    r = a / b\n    return round(r, 0)\n", "round("),
+        ("def solve(a=35, b=3.5):\n    return round(a / b, ndigits=0)\n", "round("),
+        ("def solve(a=35, b=3.5, n=2):\n    return round(a / b, n)\n", "round("),  # counted
         (
             "def solve(a=35, b=3.5):\n    n = a * 2\n    return sum((n for n in range(int(b))))\n",
             "v0 = ",  # a name a generator binds again: substituting it would capture it
