@@ -76,7 +76,8 @@ def test_an_unfounded_refusal_teaches_the_entry_the_word_and_the_next_request_so
 ):
     """'mins' is no word the examples wrote: the first request in mins is refused and answered by
     the miss path, whose answer the entry's program gives on the refused values. The entry's next
-    version accepts 'mins', and the next request in mins is a zero-model hit."""
+    version accepts 'mins' after both numbers together, and the next request so written is a
+    zero-model hit."""
     mc, small = engine
     entry = built(mc)
     first = mc.solve(PRACTICE.format(n="Tom", a=40, b=80, u="mins"))
@@ -86,7 +87,9 @@ def test_an_unfounded_refusal_teaches_the_entry_the_word_and_the_next_request_so
     revised = mc.store.active_entry("default", entry.group_id)
     assert revised is not None and revised.id != entry.id
     assert revised.validation["revised_from"] == entry.id
-    assert revised.validation["profile"]["words_after"]["first"] == ["mins", "minutes"]
+    profile = revised.validation["profile"]
+    assert profile["words_after"] == {"first": ["minutes"], "second": ["minutes"]}
+    assert profile["learned_words"] == [{"words_after": {"first": "mins", "second": "mins"}}]
     asked = len(small.calls)
     hit = mc.solve(PRACTICE.format(n="Tom", a=25, b=35, u="mins"))
     assert (hit.route, hit.entry_id, hit.extraction) == ("hit", revised.id, "rule")

@@ -11,9 +11,9 @@ the merge's own steps (:meth:`GroupMerger.fold <minicache.build.merge.GroupMerge
 examples are copied, the entry gets its next version, which also reads this group's wording
 (exemplars and values learned from its examples, renamed to the entry's parameters, and the words
 its examples write after a number beside those the entry accepts there, where the entry's answer
-shows them right: :func:`~minicache.hit.words_after.with_pairs`), and the group is forgotten and
-deleted. The next request phrased like it routes to the entry's group and is served
-as any hit there, with every check a hit gets.
+shows them right, learned as a review learns them: :func:`~minicache.hit.words_after.with_pairs`),
+and the group is forgotten and deleted. The next request phrased like it routes to the entry's group
+and is served as any hit there, with every check a hit gets.
 
 An example joins only on what the sandbox ran here: under both groups' build leases each example's
 lifted program is run on its own values and the entry's program on those values renamed, and both

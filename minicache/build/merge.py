@@ -97,8 +97,9 @@ def merged_profile(
 ) -> dict[str, Any]:
     """The survivor's profile extended by the merged entry's (renamed by ``names``): exemplars that
     read the other group's examples right, values, kinds, answers and cue words of both, the
-    variables always equal in both, and for each variable both groups record words after its
-    number, every word either accepts (:func:`minicache.hit.words_after.merged_written`)."""
+    variables always equal in both, for each variable both groups record words after its number,
+    every word either accepts, and the word sets either group's reviews learned together
+    (:func:`minicache.hit.words_after.merged_written`)."""
     out = copy.deepcopy(ours)
     kept = [ex for ex in out.get("exemplars", []) if check_exemplar(ex, their_pairs)]
     for exemplar in theirs.get("exemplars", []):

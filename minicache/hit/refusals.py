@@ -31,15 +31,20 @@ depends on that unit and counts in a unit of its own, and the review checks the 
   written this way. On Formula, 8 context revisions each learned the words of one request, and none
   turned a later request into a hit.
 * ``word-after``: when the refused values gave the reference answer, and the entry's program gives
-  another answer with the refused variables' values all scaled by one factor (so that the answer
-  depends on the unit they are written in), the word the request wrote after each refused
-  variable's number joins the words the entry accepts there (``profile.words_after``,
-  ``profile.scales``, :func:`minicache.hit.words_after.learn`): "mins" where the examples wrote
-  "minutes". 1800 seconds read as minutes gives 75.0 where the answer is 1.25, and teaches nothing;
-  nor does "1800 seconds of a 5400 seconds film" for a share, whose answer is one number in any
-  one unit, nor a number the request writes with two words ("5 pears ... 5 miles"). What the
-  match cannot tell is an answer that counts in the request's own unit: "5 kg and 3 kg" is 8 for
-  a sum built on grams as on kilograms, and teaches "kg".
+  another answer with the refused variables' values all scaled up by one factor, and another again
+  with them all scaled down by it (so that the answer depends on the unit they are written in; a
+  scaled run that fails shows nothing), the words the request wrote after the numbers the entry
+  accepts no word for are learned (:func:`minicache.hit.words_after.learn`). One refused variable's
+  word, the other recorded variables written with their examples' words, joins the words the entry
+  accepts there (``profile.words_after``, ``profile.scales``): "mins" where the examples wrote
+  "minutes". Words of several variables, or of one beside a number written with no word, are
+  learned as one set (``profile.learned_words``), which passes only a request that writes that set
+  all together: "5 kg and 3 kg" is 8 for a sum built on grams as on kilograms, and teaches "kg"
+  for both numbers, not "500 grams and 2 kg". 1800 seconds read as minutes gives 75.0 where the
+  answer is 1.25, and teaches nothing; nor does "1800 seconds of a 5400 seconds film" for a share,
+  whose answer is one number in any one unit, nor the full hours in "20 seconds and 30 seconds"
+  (0 read as minutes too; only the scale up changes it), nor a number the request writes with two
+  words ("5 pears ... 5 miles").
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).

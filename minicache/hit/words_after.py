@@ -21,14 +21,23 @@ or none, or for an entry built before the record existed.
 
 Such a refusal is reviewed as the learnable ones are (:mod:`minicache.hit.refusals`): the miss path
 answers the refused request, and where the entry's program on the refused reading's values gives
-that answer, and an answer that depends on the refused variables' unit (:func:`learn`), the
-request's words join those variables' accepted words in the entry's next version, so one miss
-teaches a word the examples did not write ("mins", "geese"). Where it does not (1800 seconds read
-as minutes gives 75.0, the answer is 1.25), or where the answer is one number in any one unit (a
-share: "1800 seconds of a 5400 seconds film" gives the minutes' 1/3), the record stays; so it does
-for a number the request writes with two words ("5 pears ... 5 miles"). The refusal does not
-refute the value for a second choice (:data:`minicache.hit.verify.REFUTING`): a right value
-wrongly refused would be taken out of the model's choices, and another number chosen.
+that answer, and an answer that changes with the refused variables' values all scaled up, and all
+scaled down, by one factor (so it depends on the unit they are written in, :func:`learn`), the
+request's words are learned in the entry's next version, so one miss teaches a word the examples
+did not write ("mins", "geese"). One refused variable's word, every other recorded variable written
+with its examples' own word, joins that variable's accepted words. The words of several variables
+(or of one beside a number written with no word) are learned as one set
+(``profile["learned_words"]``: by record and variable, the word, or None for none written), and a
+request passes with them only where its words that no variable accepts are that set, all of it
+(:func:`check_written`): "4 kg of flour and 4 kg of sugar" gives a grams sum's 8 because a sum
+counts in the request's own unit, and "500 grams of flour and 2 kg of sugar" is still refused. Where
+the answer does not show the words (1800 seconds read as minutes gives 75.0, the answer is 1.25; a
+share, "1800 seconds of a 5400 seconds film", is one number in any one unit; how many full hours
+"20 seconds and 30 seconds" make is 0 read as minutes too, though 7 times as many minutes make 5),
+the record stays; so it does for a number the request writes with two words ("5 pears ... 5
+miles"). The refusal does not refute the value for a second choice
+(:data:`minicache.hit.verify.REFUTING`): a right value wrongly refused would be taken out of the
+model's choices, and another number chosen.
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ from minicache.store.base import Variable
 
 Pair = tuple[str, dict[str, Any]]  # a request's text and its values by variable
 Records = dict[str, dict[str, list[str]]]  # accepted words by record and variable
+Words = dict[str, dict[str, str | None]]  # one word by record and variable (None: no word written)
+LEARNED = "learned_words"  # the profile's word sets that reviews learned together
 
 
 @dataclass(frozen=True)
@@ -129,11 +140,16 @@ def learn_written(template: list[Variable], validated: list[Pair]) -> Records:
 
 def _unaccepted(
     profile: dict[str, Any], values: dict[str, Any], text: str
-) -> tuple[Records, list[str]]:
-    """The variables whose number the request writes, at every place it writes it, with a word the
-    entry does not accept there, by record, each with the word it may learn (:func:`_one_word`, none
-    where the request writes the number with two words); and why, one line per variable."""
-    found: Records = {}
+) -> tuple[Words | None, list[str], list[str]]:
+    """What the request writes with each recorded variable's number where it writes no word the
+    entry accepts there at any place: by record, the one word it writes at every place, or None
+    where it writes none (a learned set must say so too, :func:`_fits`). The first is None where one
+    such number is written with two words ("5 apples ... 5 miles": which one the value counts, the
+    text does not say), or with a word at one place and none at another: no learned set fits it,
+    and nothing is learned from it. Then the variables whose number every place writes with a word
+    the entry does not accept (the refused ones), and why, one line per such variable."""
+    shape: Words | None = {}
+    names: list[str] = []
     why: list[str] = []
     held = [(record, accepted(profile, record.key)) for record in RECORDS]
     spots = positions(text) if any(by_name for _, by_name in held) else []
@@ -141,58 +157,127 @@ def _unaccepted(
         for name, words in by_name.items():
             v = values.get(name)
             said = _written(record, text, spots, v) if _numeric(v) else []
-            if said and all(w and not any(same_word(w, a) for a in words) for w in said):
-                one = _one_word(said)
-                found.setdefault(record.key, {})[name] = [one] if one else []
+            if not said or any(w and any(same_word(w, a) for a in words) for w in said):
+                continue  # not written, or written with an accepted word
+            one = _one_word(said)
+            if all(said):
+                names.append(name)
                 new = ", ".join(sorted(repr(w) for w in set(said) if w))
                 known = ", ".join(map(repr, words))
                 why.append(f"{name} {record.says} {new}, the entry's examples say {known}")
-    return found, why
+            if shape is not None and (one is not None or not any(said)):
+                shape.setdefault(record.key, {})[name] = one
+            else:
+                shape = None
+    return shape, names, why
+
+
+def learned_sets(profile: dict[str, Any]) -> list[Words]:
+    """The word sets reviews learned together (``profile["learned_words"]``); none for an entry
+    stored before the record existed."""
+    return [
+        {key: dict(by_name) for key, by_name in found.items() if isinstance(by_name, dict)}
+        for found in profile.get(LEARNED) or []
+        if isinstance(found, dict)
+    ]
+
+
+def _same_set(a: Words, b: Words) -> bool:
+    """Whether two word sets name the same variables, each with the same word (or both none)."""
+    flat_a = {(k, n): w for k, by_name in a.items() for n, w in by_name.items()}
+    flat_b = {(k, n): w for k, by_name in b.items() for n, w in by_name.items()}
+    return flat_a.keys() == flat_b.keys() and all(
+        w == o if w is None or o is None else same_word(w, o)
+        for w, o in ((w, flat_b[at]) for at, w in flat_a.items())
+    )
+
+
+def _fits(profile: dict[str, Any], shape: Words) -> bool:
+    """Whether the words a request writes where the entry accepts none (:func:`_unaccepted`) are,
+    all together, one set a review learned: each variable of the set written with its word, and
+    every other recorded variable written with one its examples wrote. "500 grams of flour and 2 kg
+    of sugar" fits no set learned from "4 kg of flour and 4 kg of sugar"."""
+    return any(_same_set(shape, found) for found in learned_sets(profile))
 
 
 def check_written(profile: dict[str, Any], values: dict[str, Any], text: str) -> None:
     """Refuses (``Check.WORD_AFTER``) a reading with a variable whose number the request writes, at
-    every place it writes it, with a word the entry does not accept there; the refusal carries each
-    such variable and the word it may learn (``readings["written"]``), which :func:`learn` learns
-    where the miss answer shows it right."""
-    refused, why = _unaccepted(profile, values, text)
-    if why:
+    every place it writes it, with a word the entry does not accept there, unless the request's
+    words where the entry accepts none are one set a review learned (:func:`_fits`). The refusal
+    carries those words (``readings["written"]``, :func:`_unaccepted`; empty where a number is
+    written with two words), which :func:`learn` learns where the miss answer shows them right."""
+    shape, names, why = _unaccepted(profile, values, text)
+    if why and (shape is None or not _fits(profile, shape)):
         raise HitRefused(
             Check.WORD_AFTER,
             "; ".join(why),
-            variable=next(iter(next(iter(refused.values())))),
-            readings={"hit": dict(values), "written": refused},
+            variable=names[0],
+            readings={"hit": dict(values), "written": shape or {}},
         )
 
 
 SCALE = 7  # the common factor that tells an answer that depends on its numbers' unit
 
 
+def _unit_shown(
+    values: dict[str, Any], names: set[str], run: Callable[[dict[str, Any]], Any]
+) -> bool:
+    """Whether the program's answer on ``values`` changes with the ``names`` values all scaled up by
+    :data:`SCALE` and, apart, all scaled down by it: a run that fails or gives the same answer shows
+    nothing. One way is not enough: how many full hours "20 seconds and 30 seconds" make is 0 read
+    as minutes too, and 7 times as many minutes make 5."""
+    answer = run(values) if names else None
+    if answer is None:
+        return False
+    for factor in (SCALE, 1 / SCALE):
+        other = run({k: v * factor if k in names and _numeric(v) else v for k, v in values.items()})
+        if other is None or answers_match(answer, other):
+            return False
+    return True
+
+
 def learn(
     profile: dict[str, Any],
-    written: Records,
+    written: Words,
     values: dict[str, Any],
     run: Callable[[dict[str, Any]], Any],
 ) -> Records:
-    """Adds ``written`` (words a request writes with the numbers of the variables it names, by
-    record and variable) to the profile's accepted words, in place, where the entry's program
-    (``run``) gave the right answer on ``values``, the caller's evidence, and that answer shows the
-    words right: it changes with those variables' values all scaled by one factor (:data:`SCALE`),
-    so it depends on the unit they are written in. Where it does not (a share, a ratio, a percent
-    change), the answer comes out alike in any one unit: "1800 seconds of a 5400 seconds film" gives
-    the minutes' answer, and learning "seconds" would pass "30 minutes of a 5400 seconds film",
-    served 30/5400. Returns what was new."""
-    names = {name for by_name in written.values() for name in by_name}
-    scaled = {k: v * SCALE if k in names and _numeric(v) else v for k, v in values.items()}
-    answer, other = (run(values), run(scaled)) if names else (None, None)
-    if answer is None or other is None or answers_match(answer, other):
+    """Learns ``written`` (a refusal's words where the entry accepts none, by record and variable,
+    :func:`_unaccepted`), in place, where the entry's program (``run``) gave the right answer on
+    ``values``, the caller's evidence, and that answer shows the words right: it changes with the
+    worded variables' values all scaled by one factor, up and down (:func:`_unit_shown`), so it
+    depends on the unit they are written in. Where it does not (a share, a ratio, a percent change,
+    a floor that is 0 either way), the answer comes out alike in the request's unit: "1800 seconds
+    of a 5400 seconds film" gives the minutes' answer, and learning "seconds" would pass "30 minutes
+    of a 5400 seconds film", served 30/5400.
+
+    One variable's word, every other recorded variable written with its examples' own, is a word
+    for what the examples wrote ("mins", "geese"): it joins the variable's accepted words
+    (:func:`accept`). Words of several variables (or one beside a number written with no word) are
+    learned as one set (``profile["learned_words"]``), which a later request must write all
+    together (:func:`_fits`): "4 kg of flour and 4 kg of sugar" gives a grams sum's 8 because the sum
+    counts in the request's own unit, which shows nothing about 500 grams of flour beside 2 kg of
+    sugar. Returns what was new, by record and variable."""
+    names = {name for by_name in written.values() for name, w in by_name.items() if w}
+    if not _unit_shown(values, names, run):
         return {}
-    return accept(profile, written)
+    said = {k: {n: [w] for n, w in by_name.items() if w} for k, by_name in written.items()}
+    said = {k: by_name for k, by_name in said.items() if by_name}
+    if len([w for by_name in written.values() for w in by_name.values()]) == 1:
+        return accept(profile, said)
+    records = {record.key: accepted(profile, record.key) for record in RECORDS}
+    known = learned_sets(profile)
+    held = all(n in records.get(k, {}) for k, by_name in written.items() for n in by_name)
+    if not held or any(_same_set(written, found) for found in known):
+        return {}  # a record or variable this version does not keep, or a set already learned
+    profile.update(records)  # an older entry's records as they read (:func:`accepted`)
+    profile[LEARNED] = [*known, {k: dict(by_name) for k, by_name in written.items()}]
+    return said
 
 
 def accept(profile: dict[str, Any], written: Records) -> Records:
-    """Adds ``written`` (a refusal's words, by record and variable) to the profile's accepted words,
-    in place; returns what was new."""
+    """Adds ``written`` (words by record and variable) to the profile's accepted words, in place;
+    returns what was new."""
     new: Records = {}
     records = {record.key: accepted(profile, record.key) for record in RECORDS}
     for key, by_name in written.items():
@@ -211,31 +296,47 @@ def accept(profile: dict[str, Any], written: Records) -> Records:
     return new
 
 
-def merged_written(ours: dict[str, Any], theirs: dict[str, Any], names: dict[str, str]) -> Records:
+def merged_written(
+    ours: dict[str, Any], theirs: dict[str, Any], names: dict[str, str]
+) -> dict[str, Any]:
     """The accepted words of two merged groups (``theirs`` renamed by ``names``): a variable both
     records hold accepts every word either accepts ("cookies" and "marbles"), since a merge joins
     groups of one computation and each group's words were validated against it; a word neither
     accepts is still refused. A variable only one records holds none: the other group's examples
-    wrote other words there, or too few to record one."""
-    out: Records = {}
+    wrote other words there, or too few to record one. The word sets either group learned
+    (:func:`learn`) stay sets, each where the merged records still hold all its variables."""
+    out: dict[str, Any] = {}
     for record in RECORDS:
         mine = accepted(ours, record.key)
         other = {names.get(k, k): w for k, w in accepted(theirs, record.key).items()}
         out[record.key] = {k: sorted({*w, *other[k]}) for k, w in mine.items() if k in other}
+    sets: list[Words] = []
+    renamed = [
+        {k: {names.get(n, n): w for n, w in by_name.items()} for k, by_name in found.items()}
+        for found in learned_sets(theirs)
+    ]
+    for found in [*learned_sets(ours), *renamed]:
+        held = all(n in out.get(k, {}) for k, by_name in found.items() for n in by_name)
+        if held and not any(_same_set(found, kept) for kept in sets):
+            sets.append(found)
+    out[LEARNED] = sets
     return out
 
 
 def with_pairs(
     profile: dict[str, Any], pairs: list[Pair], run: Callable[[dict[str, Any]], Any]
-) -> Records:
-    """The profile's accepted words, and with them the words ``pairs`` write with each recorded
-    variable's number that :func:`learn` learns. For a join (minicache.build.join): each joined
-    example was run through the entry's own program (``run``) in the sandbox and gave its answer,
-    the evidence a reviewed refusal has for a request's words. Learned from the joined examples
-    alone, the record would be empty (one example records nothing, :func:`learn_written` asks for
-    two), and a merge keeps a variable's words only where both groups record some
-    (:func:`merged_written`): the entry's words would be lost."""
-    out: Records = {record.key: accepted(profile, record.key) for record in RECORDS}
+) -> dict[str, Any]:
+    """The profile's accepted words and learned word sets, and with them the words ``pairs`` write
+    with the recorded variables' numbers that :func:`learn` learns. For a join
+    (minicache.build.join): each joined example was run through the entry's own program (``run``)
+    in the sandbox and gave its answer, the evidence a reviewed refusal has for a request's words.
+    Learned from the joined examples alone, the record would be empty (one example records nothing,
+    :func:`learn_written` asks for two), and a merge keeps a variable's words only where both groups
+    record some (:func:`merged_written`): the entry's words would be lost."""
+    out: dict[str, Any] = {record.key: accepted(profile, record.key) for record in RECORDS}
+    out[LEARNED] = learned_sets(profile)
     for text, vals in pairs:
-        learn(out, _unaccepted(out, vals, text)[0], vals, run)
+        shape, _names, why = _unaccepted(out, vals, text)
+        if why and shape is not None and not _fits(out, shape):
+            learn(out, shape, vals, run)
     return out

@@ -252,7 +252,8 @@ def hours(values: dict) -> float:
 
 def test_a_refusal_the_miss_answer_shows_unfounded_teaches_the_entry_the_word():
     """'mins' is the examples' unit in other letters: the refused values give the miss answer (2.0),
-    so the word joins the accepted ones, and a request written so passes the check."""
+    so the words after both numbers are learned together, and a request written so passes the
+    check."""
     entry, refused, text = minutes_refusal("mins", 40, 80)
     revision = revise(entry, refused, 2.0, hours)
     assert revision is not None
@@ -262,7 +263,8 @@ def test_a_refusal_the_miss_answer_shows_unfounded_teaches_the_entry_the_word():
         "accepted": {"words_after": {"first": ["mins"], "second": ["mins"]}},
     }
     learned = revision.validation["profile"]
-    assert learned["words_after"] == {"first": ["mins", "minutes"], "second": ["mins", "minutes"]}
+    assert learned["words_after"] == {"first": ["minutes"], "second": ["minutes"]}
+    assert learned["learned_words"] == [{"words_after": {"first": "mins", "second": "mins"}}]
     assert refusal(learned, PRACTICE.format(a=25, b=35, u="mins"), 25, 35) is None
     assert refusal(learned, PRACTICE.format(a=25, b=35, u="minutes"), 25, 35) is None
     still = refusal(learned, PRACTICE.format(a=1800, b=2700, u="seconds"), 1800, 2700)
