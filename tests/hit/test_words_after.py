@@ -18,7 +18,7 @@ from minicache.hit.extraction import Extractor
 from minicache.hit.profile import check_values, learn_profile
 from minicache.hit.refusals import revise
 from minicache.hit.verify import HitVerifier
-from minicache.hit.words_after import accept
+from minicache.hit.words_after import accept, check_written
 from minicache.store import Entry, Variable
 
 TWO = [Variable("first", "number", "the first amount"), Variable("second", "number", "the second")]
@@ -105,10 +105,14 @@ def test_the_examples_own_word_in_any_case_or_number_is_no_refusal(unit):
     assert refusal(profile, PRACTICE.format(a=1, b=40, u=unit), 1, 40) is None
 
 
-def test_a_request_with_no_word_after_the_number_is_no_refusal():
+def test_a_request_with_no_word_after_the_number_is_no_word_after_refusal():
+    """No word after 40 for the word check to refuse; the unit every example wrote them in refuses
+    it (minicache.hit.profile.check_units, tests/hit/test_unit_kinds.py)."""
     profile = profile_of(PRACTICE, [(30, 45, "minutes"), (20, 50, "minutes")])
     text = "Tom practices 40, then 50, on Monday and Tuesday (in seconds). How many hours in all?"
-    assert refusal(profile, text, 40, 50) is None
+    check_written(profile, {"first": 40, "second": 50}, text)
+    refused = refusal(profile, text, 40, 50)
+    assert refused is not None and refused.check == Check.UNIT
 
 
 def test_examples_that_differ_in_the_word_after_a_slot_refuse_no_word():
