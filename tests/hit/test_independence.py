@@ -21,6 +21,8 @@ from fakes import (
 )
 from minicache.config.engine import EngineConfig, VerifyConfig
 from minicache.engine import MiniCache
+from minicache.hit.corroboration import telling_cues, telling_words
+from minicache.hit.cues import positions
 from minicache.hit.extraction import Extractor, Method
 from minicache.hit.independence import apart_by_size, corroborate_reading
 from minicache.hit.profile import learn_profile
@@ -189,7 +191,9 @@ def test_a_refused_reading_the_miss_answer_confirms_teaches_the_words_that_tell_
     revision = revise(e, refused.value, 4.0, ratio)
     assert revision is not None and revision.note["check"] == "uncorroborated"
     learned = revision.validation["profile"]["cues"]
-    assert "over" in learned["current_liabilities"]
+    assert "ratio" in learned["current_assets"]
+    # "over", the one word between the two amounts, may describe either: neither slot learns it.
+    assert all("over" not in said for said in learned.values())
     taught = cr_entry(IN_ORDER)
     taught.validation = revision.validation
     got = verifier().extract(taught, NO_WORDS)  # the same wording is now told apart
@@ -246,3 +250,43 @@ def test_a_swapped_rule_reading_is_answered_as_a_miss_and_the_refusal_drops_the_
     # Without the rules, the small model reads the next request, and its choice is corroborated.
     assert served.route == "hit" and served.extraction == "choice"
     assert served.answer == pytest.approx(90000 / 16000)
+
+
+def test_a_value_written_twice_is_checked_not_skipped():
+    """The liabilities' $64,000 is written twice: the swapped reading is still compared with the
+    words around both places, and refused."""
+    text = (
+        "What is the current ratio if current liabilities are $16,000 and current assets are "
+        "$64,000? Current assets: $64,000."
+    )
+    swapped = {"current_assets": 16000, "current_liabilities": 64000}
+    with pytest.raises(HitRefused, match="better in another order") as refused:
+        corroborate_reading(cr_entry(), Method.RULE, swapped, text, {})
+    assert refused.value.readings["cues"] == {"current_assets": 64000, "current_liabilities": 16000}
+    right = {"current_assets": 64000, "current_liabilities": 16000}
+    corroborate_reading(cr_entry(), Method.RULE, right, text, {})
+
+
+def test_only_the_ends_of_a_stretch_no_separator_splits_describe_the_numbers_beside_it():
+    text = "12 kids get 3 oranges equally. Tom has 4 bags of 5 apples, and 6 pears."
+    words = telling_words(text, positions(text))
+    said = {p.values()[0]: [w for w, _ in words[p.start]] for p in positions(text)}
+    assert said[12] == ["kids"]  # what the 12 counts, not the 3's
+    assert said[3] == ["get", "oranges", "equally"]  # "get", right before it, and its own words
+    assert "bags" in said[4] and "bags" not in said[5] and "of" in said[5]
+    assert "apples" in said[5] and "pears" in said[6]  # split by the comma as number_words splits
+
+
+def test_cue_words_two_slots_share_tell_neither_apart():
+    cues = {"items": {"cooki", "equal", "tom"}, "people": {"equal", "frien"}}
+    assert telling_cues(cues) == {"items": {"cooki", "tom"}, "people": {"frien"}}
+
+
+def test_one_word_between_two_numbers_tells_neither_apart():
+    """ "$64,000 over $16,000": "over" may describe either amount, so the cue reader counts it for
+    neither, whatever the slots learned: the reading is refused as nothing tells it apart."""
+    e = cr_entry()
+    e.validation["profile"]["cues"] = {"current_liabilities": ["over"]}
+    read = {"current_assets": 64000, "current_liabilities": 16000}
+    with pytest.raises(HitRefused, match="nothing in the request's words tells"):
+        corroborate_reading(e, Method.RULE, read, "$64,000 over $16,000?", {})
