@@ -50,6 +50,7 @@ from minicache.events import Event
 from minicache.hit.align import same_value
 from minicache.hit.profile import check_exemplar, exemplar_reading
 from minicache.hit.rules import apply_rule
+from minicache.hit.wording import merged_wording
 from minicache.hit.words_after import merged_written
 from minicache.request import request_text, strip_prefix
 from minicache.route.router import Router
@@ -99,7 +100,8 @@ def merged_profile(
     read the other group's examples right, values, kinds, answers and cue words of both, the
     variables always equal in both, for each variable both groups record words after its number,
     every word either accepts, and the word sets either group's reviews learned together
-    (:func:`minicache.hit.words_after.merged_written`)."""
+    (:func:`minicache.hit.words_after.merged_written`), and the words both groups' examples all
+    wrote (:func:`minicache.hit.wording.merged_wording`)."""
     out = copy.deepcopy(ours)
     kept = [ex for ex in out.get("exemplars", []) if check_exemplar(ex, their_pairs)]
     for exemplar in theirs.get("exemplars", []):
@@ -121,6 +123,8 @@ def merged_profile(
     out["equal"] = [p for p in out.get("equal", []) if frozenset(p) in their_equal]
     out["answers"] = [*out.get("answers", []), *theirs.get("answers", [])][:KEPT_VALUES]
     out.update(merged_written(out, theirs, names))
+    out.pop("wording", None)
+    out.update(merged_wording(ours, theirs))
     return out
 
 

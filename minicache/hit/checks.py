@@ -32,6 +32,9 @@ class Check(StrEnum):
     # A value followed by another word than the entry accepts after it ("seconds" for "minutes";
     # minicache.hit.words_after).
     WORD_AFTER = "word-after"
+    # A request that leaves out a word every validated example wrote ("minutes" asked where every
+    # example asked "hours"; minicache.hit.wording).
+    WORDING = "wording"
     UNWRITTEN = "unwritten"  # a value the request does not write, where the examples wrote theirs
     ANSWER = "answer"  # the answer outside the sign or magnitude of the group's answers
     # The entry's standing (minicache.hit.audits, minicache.hit.model_record).

@@ -4,7 +4,8 @@ The profile (``entry.validation["profile"]``) holds the exemplars alignment read
 on the group's other validated examples), each numeric variable's observed values and written kinds,
 the words the entry accepts after a variable's number (``"words_after"``,
 :mod:`minicache.hit.words_after`), the unit every example wrote a variable's number in
-(``"units"``), the variables the examples always had equal, and the group's numeric answers. Layer 3
+(``"units"``), the content words every example wrote (``"wording"``, :mod:`minicache.hit.wording`),
+the variables the examples always had equal, and the group's numeric answers. Layer 3
 of the hit checks (:mod:`minicache.hit.verify`, docs/hits.md) holds every hit to it: each value in
 the sign, magnitude and written form (percent or not) the examples show, written in the request
 where the examples wrote it, followed by no other word than one the entry accepts there, and in the
@@ -30,6 +31,7 @@ from minicache.hit.checks import Check
 from minicache.hit.cues import positions, same_word, word_after
 from minicache.hit.exemplars import learn_exemplar
 from minicache.hit.word_slots import varied_positions
+from minicache.hit.wording import learn_wording
 from minicache.hit.words_after import accepted, check_written, learn_written
 from minicache.programs.numbers import Position
 from minicache.route.router import skeleton
@@ -75,6 +77,7 @@ def learn_profile(
         "kinds": {k: sorted(set(v)) for k, v in kinds.items()},
         **learn_written(template, validated),
         "units": learn_units(template, validated),
+        **learn_wording(text for text, _ in validated),
         "equal": equal,
         "answers": numeric[:20],
     }

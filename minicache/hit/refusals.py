@@ -46,6 +46,11 @@ depends on that unit and counts in a unit of its own, and the review checks the 
   (0 read as minutes too; only the scale up changes it), nor a number the request writes with two
   words ("5 pears ... 5 miles").
 
+* ``wording``: when the refused values gave the reference answer, the words the request left out
+  of those every validated example wrote stop being required (``profile.wording``,
+  :mod:`minicache.hit.wording`): "Anna" where every example named "Tom". "How many minutes" to an
+  entry whose examples asked "how many hours" gives another answer, and teaches nothing.
+
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).
 """
@@ -60,6 +65,7 @@ from typing import Any
 from minicache.errors import HitRefused
 from minicache.hit.align import same_value
 from minicache.hit.checks import Check
+from minicache.hit.wording import without
 from minicache.hit.words_after import learn
 from minicache.programs.signature import answers_match
 from minicache.store.base import Entry
@@ -71,6 +77,7 @@ LEARNABLE = (
     Check.CONTEXT,
     Check.UNCORROBORATED,
     Check.WORD_AFTER,
+    Check.WORDING,
 )
 
 
@@ -121,6 +128,12 @@ def revise(
         if not learned:
             return None
         note = {"check": Check.WORD_AFTER, "accepted": learned}
+    elif refused.check == Check.WORDING:
+        missing = (readings.get("wording") or {}).get("missing") or []
+        if not missing:
+            return None
+        profile["wording"] = without(profile, missing)
+        note = {"check": Check.WORDING, "not_required": sorted(missing)}
     else:
         name = refused.variable
         if name is None or not isinstance(values.get(name), (int, float)):

@@ -43,6 +43,7 @@ from minicache.hit.extraction import Extraction, Extractor, Method, check_types
 from minicache.hit.independence import corroborate_reading
 from minicache.hit.profile import check_answer, checked_values
 from minicache.hit.word_slots import in_exemplar_words
+from minicache.hit.wording import check_wording
 from minicache.store.base import Entry
 
 __all__ = ["MODEL_PATHS", "REFUTING", "ZERO_MODEL_PATHS", "HitRefused", "HitVerifier"]
@@ -112,9 +113,24 @@ class HitVerifier:
         refusal raised after the model chose carries its seconds as ``model_s``. With word slots,
         every reader, the small model too, reads the request in an exemplar's words where it names
         other people or items (minicache.hit.word_slots): its numbers are the request's. One that
-        differs from an exemplar's request in a word it may not be read through is refused first."""
+        differs from an exemplar's request in a word it may not be read through is refused first.
+        Values that pass every check are refused last where the request leaves out a word every
+        validated example wrote (:func:`minicache.hit.wording.check_wording`)."""
         began = time.perf_counter()
         text = self.extractor.text_for(entry, request_text)
+        extraction = self._extract(entry, text, began, no_model)
+        try:
+            check_wording(entry.validation.get("profile") or {}, text, extraction.variables)
+        except HitRefused as refused:
+            if extraction.method in MODEL_PATHS:
+                refused.model_s = extraction.seconds
+            raise
+        return extraction
+
+    def _extract(
+        self, entry: Entry, text: str, began: float, no_model: HitRefused | None
+    ) -> Extraction:
+        """:meth:`extract` but for the wording check."""
         if self.word_slots:
             text = in_exemplar_words(entry, text)
         profile = entry.validation.get("profile") or {}

@@ -40,6 +40,11 @@ BAKERY = "A bakery reported operating cash flows of $28,000 with $8,000 spent on
 
 
 def fcf_entry(examples) -> Entry:
+    """The free-cash-flow entry, without the wording record: BAKERY ("$8,000 spent on oven
+    upgrades") writes no "capital expenditures", which tests/hit/test_wording.py's check refuses;
+    this module pins how alignment reads such a request."""
+    profile = learn_profile(FCF, examples, [16000, 35000])
+    profile.pop("wording", None)
     return Entry(
         id="ent_fcf",
         tenant="default",
@@ -48,7 +53,7 @@ def fcf_entry(examples) -> Entry:
         program=FCF_PROGRAM,
         validation={
             "extraction": "choice",
-            "profile": learn_profile(FCF, examples, [16000, 35000]),
+            "profile": profile,
         },
     )
 

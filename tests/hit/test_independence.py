@@ -59,6 +59,9 @@ def cr_entry(rules=None, *, exemplars=False, values=None) -> Entry:
         for v in CR_VALUES[:3]
     ]
     profile = learn_profile(CR, pairs, [CURRENT_RATIO.answer(*v) for v in CR_VALUES[:3]])
+    # The requests here write the amounts with few words or none; what those words tell apart is
+    # pinned here, what a request must write at all in tests/hit/test_wording.py.
+    profile.pop("wording")
     if not exemplars:
         profile["exemplars"] = []
     if values is not None:
@@ -141,6 +144,9 @@ def test_slots_of_different_kinds_need_no_reader_to_tell_them_apart():
     ]
     profile = learn_profile(SI, pairs, [SIMPLE_INTEREST.answer(*v) for v in SI_VALUES[:3]])
     profile["exemplars"] = []
+    profile.pop(
+        "wording"
+    )  # "Loan: $9,000, 4%, 3 years. Interest?" writes none of the examples' words
     e = Entry(
         id="ent_si",
         tenant="default",

@@ -1,0 +1,86 @@
+"""A hit's request writes every word its entry's validated examples all wrote (minicache.hit.wording).
+
+The other checks read numbers and the words beside them. "How many minutes does Tom practice" to an
+entry whose examples all asked "How many hours" keeps every number's word ("40 minutes") and was
+served the hours entry's answer, 2.0 where the answer is 120. The request leaves out "hours", which
+every example wrote, so it is refused and the miss path answers it; the refusal teaches nothing,
+since the entry's program gives another answer. A request that leaves out a word the entry's
+program answers alike ("exercise" where the examples wrote "practice") is refused once and teaches
+the entry that the word is not needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import test_engine_word_slots
+from fakes import numbers_in, request_of
+from minicache.engine import MiniCache
+from minicache.hit.checks import Check
+from test_engine_word_slots import building_engine  # noqa: F401 - a fixture
+
+ASK = (
+    "{n} {v}s {a} minutes on Monday and {b} minutes on Tuesday. "
+    "How many {ask} does {n} {v} on the two days?"
+)
+ASKED = [(30, 45), (20, 50), (15, 25)]
+
+
+def target(messages: list[Any], options: Any) -> str:
+    """The target answers the question asked: hours divide the minutes by 60, minutes do not."""
+    question = request_of(messages)
+    a, b = numbers_in(question)[:2]
+    per = 60 if "How many hours" in question else 1  # whatever the activity
+    return (
+        f"```python\ndef solve():\n    first = {a}\n    second = {b}\n"
+        f"    return (first + second) / {per}\n```"
+    )
+
+
+@pytest.fixture
+def engine(building_engine, monkeypatch) -> MiniCache:  # noqa: F811 - the fixture imported above
+    """Without word slots; builds after three misses and serves each hit once its entry validates."""
+    monkeypatch.setattr(test_engine_word_slots, "written_program", target)
+    mc, _small = building_engine(build_after=3, word_slots=False)
+    return mc
+
+
+def built(mc: MiniCache) -> str:
+    results = [mc.solve(ASK.format(n="Tom", a=a, b=b, ask="hours", v="practice")) for a, b in ASKED]
+    assert [r.route for r in results] == ["miss"] * 3 and len({r.group for r in results}) == 1
+    entry = mc.store.active_entry("default", results[0].group)
+    assert entry is not None and "hour" in entry.validation["profile"]["wording"]
+    return results[0].group
+
+
+def test_a_request_asking_for_another_unit_than_every_example_is_refused_and_answered_by_the_miss(
+    engine,
+):
+    group = built(engine)
+    entry = engine.store.active_entry("default", group)
+    minutes = engine.solve(ASK.format(n="Tom", a=40, b=80, ask="minutes", v="practice"))
+    assert (minutes.route, minutes.group) == ("fallback", group)
+    assert f"HitRefused: {Check.WORDING}" in (minutes.fallback_reason or "")
+    assert "'hour'" in (minutes.fallback_reason or "")
+    assert minutes.answer == pytest.approx(120)
+    # founded: the program gives 2.0, so the entry is not revised and refuses the next one too
+    kept = engine.store.active_entry("default", group)
+    assert kept is not None and kept.id == entry.id
+    again = engine.solve(ASK.format(n="Tom", a=90, b=30, ask="minutes", v="practice"))
+    assert again.route == "fallback" and again.answer == pytest.approx(120)
+    hours = engine.solve(ASK.format(n="Anna", a=40, b=80, ask="hours", v="practice"))
+    assert (hours.route, hours.answer) == ("hit", pytest.approx(2.0))
+
+
+def test_a_word_the_program_answers_alike_without_is_learned_from_one_refusal(engine):
+    group = built(engine)
+    first = engine.solve(ASK.format(n="Tom", a=40, b=80, ask="hours", v="exercise"))
+    assert first.route == "fallback" and "'practice'" in (first.fallback_reason or "")
+    assert first.answer == pytest.approx(2.0)
+    revised = engine.store.active_entry("default", group)
+    assert revised is not None and "practice" not in revised.validation["profile"]["wording"]
+    assert "hour" in revised.validation["profile"]["wording"]
+    later = engine.solve(ASK.format(n="Ken", a=10, b=20, ask="hours", v="exercise"))
+    assert (later.route, later.answer) == ("hit", pytest.approx(0.5))
