@@ -18,7 +18,8 @@ class Check(StrEnum):
         "align"  # alignment with the exemplars reads another value, or none (minicache.hit.align)
     )
     # A rule's or an alignment's reading of slots of one kind that nothing independent tells apart
-    # (minicache.hit.independence).
+    # (minicache.hit.independence), or a model's choice of them that the words around their numbers
+    # contradict (minicache.hit.corroboration).
     UNCORROBORATED = "uncorroborated"
     REORDER = "reorder"  # the model chose otherwise with the variables in reverse order
     # Corroboration of the model's choice (minicache.hit.corroboration).
@@ -28,7 +29,9 @@ class Check(StrEnum):
     MARGIN = "margin"  # the decoder chose by too small a log-probability margin
     # Plausibility against the group's profile (minicache.hit.profile).
     RANGE = "range"  # a value outside the sign or magnitude of the examples' values
-    UNIT = "unit"  # a value not written in the form (percent, money) the examples wrote it
+    # A value not written in the form (percent, money) or the unit kind ("unit:minute") every
+    # example wrote it in (minicache.hit.profile).
+    UNIT = "unit"
     # A value followed by another word than the entry accepts after it ("seconds" for "minutes";
     # minicache.hit.words_after).
     WORD_AFTER = "word-after"
