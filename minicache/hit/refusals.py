@@ -48,8 +48,9 @@ depends on that unit and counts in a unit of its own, and the review checks the 
 
 * ``wording``: when the refused values gave the reference answer, the words the request left out
   of those every validated example wrote stop being required (``profile.wording``,
-  :mod:`minicache.hit.wording`): "Anna" where every example named "Tom". "How many minutes" to an
-  entry whose examples asked "how many hours" gives another answer, and teaches nothing.
+  :mod:`minicache.hit.wording`): "exercises" where every example wrote "practices". "How many
+  minutes" to an entry whose examples asked "how many hours" gives another answer, and teaches
+  nothing.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).
