@@ -5,8 +5,9 @@ entry whose examples all asked "How many hours" keeps every number's word ("40 m
 served the hours entry's answer, 2.0 where the answer is 120. The request leaves out "hours", which
 every example wrote, so it is refused and the miss path answers it; the refusal teaches nothing,
 since the entry's program gives another answer. A request that leaves out a word the entry's
-program answers alike ("exercise" where the examples wrote "practice") is refused once and teaches
-the entry that the word is not needed.
+program answers alike ("exercise" where the examples wrote "practice") is refused; two such
+refusals with different answers teach the entry that the word is not needed (one can be a
+coincidence).
 """
 
 from __future__ import annotations
@@ -74,13 +75,46 @@ def test_a_request_asking_for_another_unit_than_every_example_is_refused_and_ans
     assert (hours.route, hours.answer) == ("hit", pytest.approx(2.0))
 
 
-def test_a_word_the_program_answers_alike_without_is_learned_from_one_refusal(engine):
+def test_a_word_the_program_answers_alike_without_is_learned_from_two_refusals(engine):
     group = built(engine)
     first = engine.solve(ASK.format(n="Tom", a=40, b=80, ask="hours", v="exercise"))
     assert first.route == "fallback" and "'practice'" in (first.fallback_reason or "")
     assert first.answer == pytest.approx(2.0)
-    revised = engine.store.active_entry("default", group)
-    assert revised is not None and "practice" not in revised.validation["profile"]["wording"]
-    assert "hour" in revised.validation["profile"]["wording"]
-    later = engine.solve(ASK.format(n="Ken", a=10, b=20, ask="hours", v="exercise"))
-    assert (later.route, later.answer) == ("hit", pytest.approx(0.5))
+    # one matching answer is evidence, not yet proof: a coincidence gives one too
+    pending = engine.store.active_entry("default", group)
+    assert pending is not None and "practice" in pending.validation["profile"]["wording"]
+    second = engine.solve(ASK.format(n="Ken", a=10, b=20, ask="hours", v="exercise"))
+    assert second.route == "fallback" and second.answer == pytest.approx(0.5)
+    learned = engine.store.active_entry("default", group)
+    assert learned is not None and "practice" not in learned.validation["profile"]["wording"]
+    assert "hour" in learned.validation["profile"]["wording"]
+    later = engine.solve(ASK.format(n="Ken", a=30, b=60, ask="hours", v="exercise"))
+    assert (later.route, later.answer) == ("hit", pytest.approx(1.5))
+
+
+PLOT = "A garden plot measures {a} feet by {b} feet. What is the {ask} of the garden plot?"
+
+
+def plot_target(messages: list[Any], options: Any) -> str:
+    question = request_of(messages)
+    a, b = numbers_in(question)[:2]
+    body = "a * b" if "area" in question else "2 * (a + b)"
+    return f"```python\ndef solve():\n    a = {a}\n    b = {b}\n    return {body}\n```"
+
+
+def test_an_answer_that_matches_by_coincidence_teaches_nothing_alone(
+    building_engine,  # noqa: F811 - the fixture imported above
+    monkeypatch,
+):
+    """A 6 by 3 plot's perimeter is 18, as its area is: the refused perimeter request's values give
+    the miss answer through the area entry. Learned from that alone, 'area' would stop being
+    required and every later perimeter request would be served the area."""
+    monkeypatch.setattr(test_engine_word_slots, "written_program", plot_target)
+    mc, _small = building_engine(build_after=3, word_slots=False)
+    built = [mc.solve(PLOT.format(a=a, b=b, ask="area")) for a, b in [(5, 4), (8, 2), (7, 3)]]
+    assert [r.route for r in built] == ["miss"] * 3
+    coincidence = mc.solve(PLOT.format(a=6, b=3, ask="perimeter"))
+    assert coincidence.route == "fallback" and coincidence.answer == pytest.approx(18)
+    for a, b in [(30, 5), (50, 6), (20, 4)]:
+        perimeter = mc.solve(PLOT.format(a=a, b=b, ask="perimeter"))
+        assert perimeter.route == "fallback" and perimeter.answer == pytest.approx(2 * (a + b))

@@ -46,11 +46,13 @@ depends on that unit and counts in a unit of its own, and the review checks the 
   (0 read as minutes too; only the scale up changes it), nor a number the request writes with two
   words ("5 pears ... 5 miles").
 
-* ``wording``: when the refused values gave the reference answer, the words the request left out
-  of those every validated example wrote stop being required (``profile.wording``,
-  :mod:`minicache.hit.wording`): "exercises" where every example wrote "practices". "How many
-  minutes" to an entry whose examples asked "how many hours" gives another answer, and teaches
-  nothing.
+* ``wording``: when the refused values gave the reference answer, it counts as evidence for each
+  word the request left out of those every validated example wrote, or wrote among operation words
+  none wrote (``profile.wording_evidence``, :mod:`minicache.hit.wording`); a word with matching
+  answers from two refusals that answered differently stops being required, or joins the operation
+  words ("exercises" where every example wrote "practices"). One match can be a coincidence: the
+  perimeter of a 6 by 3 plot is 18, as its area is. "How many minutes" to an entry whose examples
+  asked "how many hours" gives another answer, and teaches nothing.
 
 The revision is a new version of the entry (same program, counters carried over), written under the
 group's build lease (:meth:`minicache.hit.path.HitPath.review_refusal`).
@@ -66,7 +68,7 @@ from typing import Any
 from minicache.errors import HitRefused
 from minicache.hit.align import same_value
 from minicache.hit.checks import Check
-from minicache.hit.wording import without
+from minicache.hit.wording import reviewed
 from minicache.hit.words_after import learn
 from minicache.programs.signature import answers_match
 from minicache.store.base import Entry
@@ -130,11 +132,10 @@ def revise(
             return None
         note = {"check": Check.WORD_AFTER, "accepted": learned}
     elif refused.check == Check.WORDING:
-        missing = (readings.get("wording") or {}).get("missing") or []
-        if not missing:
+        words = readings.get("wording") or {}
+        if not words.get("missing") and not words.get("extra"):
             return None
-        profile["wording"] = without(profile, missing)
-        note = {"check": Check.WORDING, "not_required": sorted(missing)}
+        note = {"check": Check.WORDING, **reviewed(profile, words, reference)}
     else:
         name = refused.variable
         if name is None or not isinstance(values.get(name), (int, float)):

@@ -15,10 +15,16 @@ check reads. With fewer than two examples there is no record: one request's word
 The check runs after every other hit check (:meth:`minicache.hit.verify.HitVerifier.extract`), so a
 request another check refuses is refused for that check's reason, and reviewed as its refusals are.
 
+A question that writes an operation word none of the examples wrote ("How many *more* pages" of an
+entry that adds them: ``OPERATION_WORDS``, recorded as ``profile["operations"]``) is refused too.
+
 A refusal is reviewed like the others (:mod:`minicache.hit.refusals`): where the entry's program
-on the request's values gives the miss path's answer, the words the request left out stop being
-required ("exercises" where every example wrote "practices"); where it does not, nothing is learned and the
-wording stays refused.
+on the request's values gives the miss path's answer, that answer is evidence for each word the
+request left out or added (``profile["wording_evidence"]``), and a word with evidence from two
+refusals that answered differently stops being required, or joins the operation words ("exercises"
+where every example wrote "practices"). One match is not enough: a 6 by 3 plot's perimeter is 18,
+as its area is, and learned from it an area entry would serve every later perimeter request. Where
+the answers differ, nothing is learned and the wording stays refused.
 """
 
 from __future__ import annotations
@@ -32,8 +38,11 @@ from minicache.hit.checks import Check
 from minicache.request import CONTEXT_SEPARATOR
 
 KEY = "wording"
+OPERATIONS = "operations"  # the operation words the examples' questions wrote (any of them)
+EVIDENCE = "wording_evidence"  # word -> the miss answers of refusals its review matched
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
-_AFTER_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?\s*-?\s*([A-Za-z]+)")
+# Possessive, and never started inside a number: a run of thousands of digits or spaces is read once.
+_AFTER_NUMBER = re.compile(r"(?<![\d,])\d[\d,]*+(?:\.\d++)?+\s*+-?\s*+([A-Za-z]+)")
 # Words that say nothing about what a request computes: articles, pronouns, auxiliaries,
 # prepositions and question words. Words that do ("more", "fewer", "each", "left", "per", "total")
 # are not here.
@@ -48,22 +57,41 @@ FUNCTION_WORDS = frozenset(
     following based using use value values number numbers
     """.split()
 )
+# Words that name an operation: a question that writes one no example wrote asks another
+# computation of the same numbers ("How many *more* pages" of an entry that adds them). Only words
+# that seldom mean anything else: "total" is also a verb ("liabilities total $16,000"), "each" and
+# "per" describe a price as often as they divide.
+OPERATION_WORDS = frozenset(
+    """
+    more less fewer difference twice half double triple average remaining increase decrease
+    change percent percentage combined altogether
+    """.split()
+)
+# Reviewed refusals whose answers matched that a word needs before the review trusts it: one match
+# can be a coincidence (a 6 by 3 plot's perimeter is its area, 18).
+EVIDENCE_NEEDED = 2
 
 
 def content_words(text: str, *, openers: bool = False) -> set[str]:
     """The content words of ``text``: lower case, at least three letters, a plural's "s" dropped.
-    Left out: function words; names (capitalized words: a story told of "Anna" computes what one
-    of "Tom" does); and the word right after a number, which the word-after check reads as its unit
-    or scale ("30 *minutes*", "$5 *million*", :mod:`minicache.hit.words_after`). Acronyms ("CPI",
-    "EBITDA") count. ``openers``: a capitalized word that opens a sentence counts too, in lower
-    case. A request's words are read so ("Current ratio please" writes "current"); an example's are
-    not, since the word may be a name ("Tom has 5 apples"), which no request need write."""
+    Left out: function words; names (a capitalized word standing alone inside a sentence: a story
+    told of "Anna" computes what one of "Tom" does; capitalized words side by side are a term and
+    count, "Gross Margin"); and the word right after a number, which the word-after check reads as
+    its unit or scale ("30 *minutes*", "$5 *million*", :mod:`minicache.hit.words_after`). Acronyms
+    ("CPI", "EBITDA") count. ``openers``: a capitalized word that opens a sentence counts too, in
+    lower case. A request's words are read so ("Current ratio please" writes "current"); an
+    example's are not, since the word may be a name ("Tom has 5 apples"), which no request need
+    write."""
     after_number = {m.start(1) for m in _AFTER_NUMBER.finditer(text)}
+    matches = list(_WORD.finditer(text))
     words = set()
-    for match in _WORD.finditer(text):
+    for i, match in enumerate(matches):
         raw = match.group()
-        if match.start() in after_number or _is_name(text, match.start(), raw, openers):
+        if match.start() in after_number:
             continue
+        if _capitalized(raw) and not _in_term(text, matches, i):
+            if not (openers and _opens_sentence(text, match.start())):
+                continue
         word = raw.lower()
         if word in FUNCTION_WORDS or len(word) < 3:
             continue
@@ -71,16 +99,31 @@ def content_words(text: str, *, openers: bool = False) -> set[str]:
     return words
 
 
-def _is_name(text: str, start: int, word: str, openers: bool) -> bool:
-    """A capitalized word ("Anna", "Monday"), but for one that opens a sentence where ``openers``."""
-    if not word[0].isupper() or word.isupper():
-        return False
-    if not openers:
-        return True
+def operation_words(text: str) -> set[str]:
+    """The operation words of ``text``, wherever they stand ("3 *more*" too)."""
+    return {_singular(w.lower()) for w in _WORD.findall(text)} & OPERATION_WORDS
+
+
+def _capitalized(word: str) -> bool:
+    return word[0].isupper() and not word.isupper()
+
+
+def _in_term(text: str, matches: list[re.Match[str]], i: int) -> bool:
+    """Whether the capitalized word ``matches[i]`` stands beside another capitalized word (only a
+    space or a hyphen between them): a term such as "Net Present Value", not a name alone."""
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(matches) and _capitalized(matches[j].group()):
+            a, b = sorted((matches[i], matches[j]), key=lambda m: m.start())
+            if text[a.end() : b.start()] in (" ", "-"):
+                return True
+    return False
+
+
+def _opens_sentence(text: str, start: int) -> bool:
     i = start - 1
     while i >= 0 and text[i] in " \t":
         i -= 1
-    return i >= 0 and text[i] not in ".!?:\n\"'("
+    return i < 0 or text[i] in ".!?:\n\"'("
 
 
 def _singular(word: str) -> str:
@@ -98,46 +141,102 @@ def question_of(text: str) -> str:
 
 
 def learn_wording(texts: Iterable[str]) -> dict[str, list[str]]:
-    """``{"wording": [...]}``: the content words every one of ``texts``' questions writes, for the
-    profile; nothing from fewer than two."""
-    sets = [content_words(question_of(t)) for t in texts]
-    if len(sets) < 2:
+    """The profile's records: the content words every one of ``texts``' questions writes
+    (``"wording"``) and the operation words any of them writes (``"operations"``); nothing from
+    fewer than two."""
+    questions = [question_of(t) for t in texts]
+    if len(questions) < 2:
         return {}
-    return {KEY: sorted(set.intersection(*sets))}
+    required = set.intersection(*(content_words(q) for q in questions))
+    operations = set().union(*(operation_words(q) for q in questions))
+    return {KEY: sorted(required), OPERATIONS: sorted(operations)}
+
+
+def unexpected_words(profile: dict[str, Any], text: str) -> tuple[list[str], list[str]]:
+    """The recorded words ``text``'s question does not write, and the operation words it writes
+    that no example wrote (none for a profile without the record)."""
+    question = question_of(text)
+    required = profile.get(KEY) or []
+    written = content_words(question, openers=True) if required else set()
+    missing = [w for w in required if w not in written]
+    extra: list[str] = []
+    if OPERATIONS in profile:
+        extra = sorted(operation_words(question) - set(profile[OPERATIONS]))
+    return missing, extra
 
 
 def missing_words(profile: dict[str, Any], text: str) -> list[str]:
-    """The recorded words ``text`` does not write (none for a profile without a record)."""
-    required = profile.get(KEY) or []
-    if not required:
-        return []
-    written = content_words(question_of(text), openers=True)
-    return [w for w in required if w not in written]
+    """The recorded words ``text`` does not write."""
+    return unexpected_words(profile, text)[0]
 
 
 def check_wording(profile: dict[str, Any], text: str, values: dict[str, Any]) -> None:
-    """Refuse a request that leaves out a word every validated example wrote; the refusal carries
-    the values the hit would have served and the words it left out (for the review)."""
-    missing = missing_words(profile, text)
+    """Refuse a request that leaves out a word every validated example wrote, or writes an
+    operation word none wrote; the refusal carries the values the hit would have served and those
+    words (for the review)."""
+    missing, extra = unexpected_words(profile, text)
+    if not missing and not extra:
+        return
+    said = []
     if missing:
-        raise HitRefused(
-            Check.WORDING,
-            "every validated example wrote "
-            + ", ".join(repr(w) for w in missing)
-            + "; this request does not",
-            readings={"hit": dict(values), "wording": {"missing": missing}},
+        said.append(
+            f"every validated example wrote {', '.join(map(repr, missing))}; this request does not"
         )
+    if extra:
+        said.append(
+            f"this request writes {', '.join(map(repr, extra))}, which no validated example wrote"
+        )
+    raise HitRefused(
+        Check.WORDING,
+        "; ".join(said),
+        readings={"hit": dict(values), "wording": {"missing": missing, "extra": extra}},
+    )
 
 
-def without(profile: dict[str, Any], words: Iterable[str]) -> list[str]:
-    """The recorded words less ``words``: what a reviewed refusal leaves required."""
-    dropped = set(words)
-    return [w for w in profile.get(KEY) or [] if w not in dropped]
+def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) -> dict[str, Any]:
+    """What a refusal whose values gave the miss answer ``answer`` teaches: each of its words
+    (``{"missing": [...], "extra": [...]}``) gains the answer as evidence, and a word whose evidence
+    holds ``EVIDENCE_NEEDED`` different answers stops being required (a missing word) or joins the
+    operation words (an extra one). Returns the changes: ``"learned"`` and ``"evidence"``."""
+    evidence: dict[str, list[str]] = {k: list(v) for k, v in (profile.get(EVIDENCE) or {}).items()}
+    key = repr(answer)
+    learned: list[str] = []
+    for kind in ("missing", "extra"):
+        for word in words.get(kind) or []:
+            seen = evidence.setdefault(f"{kind}:{word}", [])
+            if key not in seen:
+                seen.append(key)
+            if len(seen) >= EVIDENCE_NEEDED:
+                learned.append(f"{kind}:{word}")
+    for item in learned:
+        kind, word = item.split(":", 1)
+        evidence.pop(item, None)
+        if kind == "missing":
+            profile[KEY] = [w for w in profile.get(KEY) or [] if w != word]
+        else:
+            profile[OPERATIONS] = sorted({*(profile.get(OPERATIONS) or []), word})
+    profile[EVIDENCE] = evidence
+    return {"learned": learned, "evidence": sorted(evidence)}
 
 
-def merged_wording(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, list[str]]:
-    """The record of two merged groups: the words both require (each group's requests write only
-    its own wording, and the merged entry serves both)."""
-    if KEY not in ours or KEY not in theirs:
+def merged_wording(
+    ours: dict[str, Any], theirs: dict[str, Any], our_texts: list[str], their_texts: list[str]
+) -> dict[str, Any]:
+    """The records of two merged groups: the words both require, and the operation words either
+    wrote. A group without a record (one example: a join) brings the content words its examples'
+    questions all write, so the survivor's record narrows instead of vanishing."""
+    if KEY not in ours and KEY not in theirs:
         return {}
-    return {KEY: sorted(set(ours[KEY]) & set(theirs[KEY]))}
+    mine = _required(ours, our_texts)
+    other = _required(theirs, their_texts)
+    operations = set(ours.get(OPERATIONS) or []) | set(theirs.get(OPERATIONS) or [])
+    for text in (*our_texts, *their_texts):
+        operations |= operation_words(question_of(text))
+    return {KEY: sorted(mine & other), OPERATIONS: sorted(operations)}
+
+
+def _required(profile: dict[str, Any], texts: list[str]) -> set[str]:
+    if KEY in profile:
+        return set(profile[KEY])
+    sets = [content_words(question_of(t)) for t in texts]
+    return set.intersection(*sets) if sets else set()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from minicache.errors import HitRefused
@@ -13,7 +15,8 @@ from minicache.hit.wording import (
     learn_wording,
     merged_wording,
     missing_words,
-    without,
+    reviewed,
+    unexpected_words,
 )
 
 HOURS = [
@@ -59,7 +62,7 @@ def test_a_request_asking_for_another_unit_is_refused_with_its_values():
     assert refused.value.check == Check.WORDING
     assert refused.value.readings == {
         "hit": {"first": 40, "second": 80},
-        "wording": {"missing": ["hour"]},
+        "wording": {"missing": ["hour"], "extra": []},
     }
 
 
@@ -84,13 +87,55 @@ def test_more_against_fewer_in_the_question_is_refused():
     assert missing_words(profile, fewer) == ["more"]
 
 
-def test_a_review_drops_the_words_a_request_showed_unneeded():
+def test_a_word_is_learned_from_two_matching_refusals_that_answered_differently():
     profile = learn_wording(HOURS)
-    assert without(profile, ["practice"]) == ["hour"]
+    words = {"missing": ["practice"], "extra": []}
+    first = reviewed(profile, words, 2.0)
+    assert first == {"learned": [], "evidence": ["missing:practice"]}
+    assert profile["wording"] == ["hour", "practice"]  # one match may be a coincidence
+    assert reviewed(profile, words, 2.0)["learned"] == []  # the same answer again shows no more
+    assert reviewed(profile, words, 0.5)["learned"] == ["missing:practice"]
+    assert profile["wording"] == ["hour"] and profile["wording_evidence"] == {}
 
 
-def test_merged_groups_require_the_words_both_require():
-    ours = {"wording": ["hour", "practice", "tom"]}
-    theirs = {"wording": ["hour", "anna", "practice"]}
-    assert merged_wording(ours, theirs) == {"wording": ["hour", "practice"]}
-    assert merged_wording(ours, {}) == {}
+def test_an_operation_word_no_example_wrote_is_refused_and_can_be_learned():
+    profile = learn_wording(HOURS)
+    more = (
+        "Tom practices 50 minutes on Monday and 20 minutes on Tuesday. "
+        "How many more hours does Tom practice on Monday?"
+    )
+    assert unexpected_words(profile, more) == ([], ["more"])
+    with pytest.raises(HitRefused, match="writes 'more', which no validated example wrote"):
+        check_wording(profile, more, {"first": 50, "second": 20})
+    reviewed(profile, {"missing": [], "extra": ["more"]}, 1.0)
+    reviewed(profile, {"missing": [], "extra": ["more"]}, 2.0)
+    assert "more" in profile["operations"] and unexpected_words(profile, more) == ([], [])
+
+
+def test_capitalized_words_side_by_side_are_a_term_not_a_name():
+    margin = [
+        "What is the Gross Margin if revenue is 50 dollars and cost of goods sold is 30 dollars?",
+        "What is the Gross Margin if revenue is 80 dollars and cost of goods sold is 20 dollars?",
+    ]
+    profile = learn_wording(margin)
+    assert {"gross", "margin"} <= set(profile["wording"])
+    markup = "What is the Markup if revenue is 50 dollars and cost of goods sold is 30 dollars?"
+    assert missing_words(profile, markup) == ["gross", "margin"]
+
+
+def test_a_long_run_of_digits_or_spaces_is_read_in_linear_time():
+    started = time.perf_counter()
+    content_words("Basket code X" + "1" * 50_000)
+    content_words("5" + " " * 50_000 + ".")
+    assert time.perf_counter() - started < 2.0  # quadratic, these took minutes
+
+
+def test_merged_groups_require_the_words_both_require_and_a_join_narrows_the_record():
+    ours = {"wording": ["hour", "practice", "tom"], "operations": []}
+    theirs = {"wording": ["hour", "anna", "practice"], "operations": ["total"]}
+    merged = merged_wording(ours, theirs, [], [])
+    assert merged == {"wording": ["hour", "practice"], "operations": ["total"]}
+    # one joined example brings no record: its question's own words narrow the survivor's
+    joined = merged_wording(ours, {}, [], ["Lena jogs 20 minutes. How many hours in all?"])
+    assert joined == {"wording": ["hour"], "operations": []}
+    assert merged_wording({}, {}, [], []) == {}
