@@ -18,6 +18,7 @@ import pytest
 
 import test_engine_word_slots
 from fakes import numbers_in, request_of
+from minicache.config.engine import Wording
 from minicache.engine import MiniCache
 from minicache.hit.checks import Check
 from test_engine_word_slots import building_engine  # noqa: F401 - a fixture
@@ -40,12 +41,20 @@ def target(messages: list[Any], options: Any) -> str:
     )
 
 
+def full(mc: MiniCache) -> MiniCache:
+    """``mc`` with the full wording check (``VerifyConfig.wording``; the default checks operation
+    words only)."""
+    mc.config.verify.wording = Wording.FULL
+    return mc
+
+
 @pytest.fixture
 def engine(building_engine, monkeypatch) -> MiniCache:  # noqa: F811 - the fixture imported above
-    """Without word slots; builds after three misses and serves each hit once its entry validates."""
+    """Without word slots, with the full wording check; builds after three misses and serves each
+    hit once its entry validates."""
     monkeypatch.setattr(test_engine_word_slots, "written_program", target)
     mc, _small = building_engine(build_after=3, word_slots=False)
-    return mc
+    return full(mc)
 
 
 def built(mc: MiniCache) -> str:
@@ -110,7 +119,7 @@ def test_an_answer_that_matches_by_coincidence_teaches_nothing_alone(
     the miss answer through the area entry. Learned from that alone, 'area' would stop being
     required and every later perimeter request would be served the area."""
     monkeypatch.setattr(test_engine_word_slots, "written_program", plot_target)
-    mc, _small = building_engine(build_after=3, word_slots=False)
+    mc = full(building_engine(build_after=3, word_slots=False)[0])
     built = [mc.solve(PLOT.format(a=a, b=b, ask="area")) for a, b in [(5, 4), (8, 2), (7, 3)]]
     assert [r.route for r in built] == ["miss"] * 3
     coincidence = mc.solve(PLOT.format(a=6, b=3, ask="perimeter"))
@@ -118,3 +127,23 @@ def test_an_answer_that_matches_by_coincidence_teaches_nothing_alone(
     for a, b in [(30, 5), (50, 6), (20, 4)]:
         perimeter = mc.solve(PLOT.format(a=a, b=b, ask="perimeter"))
         assert perimeter.route == "fallback" and perimeter.answer == pytest.approx(2 * (a + b))
+
+
+def test_by_default_only_an_operation_word_no_example_wrote_is_refused(
+    building_engine,  # noqa: F811 - the fixture imported above
+    monkeypatch,
+):
+    """The default (``Wording.OPERATIONS``) serves a question that leaves out an example's word, and
+    refuses one that adds an operation word: "How many more minutes" of an entry that adds them."""
+    monkeypatch.setattr(test_engine_word_slots, "written_program", target)
+    mc, _small = building_engine(build_after=3, word_slots=False)
+    assert mc.config.verify.wording == Wording.OPERATIONS
+    group = built(mc)
+    other = mc.solve(ASK.format(n="Tom", a=40, b=80, ask="hours", v="exercise"))
+    assert (other.route, other.answer) == ("hit", pytest.approx(2.0))
+    more = mc.solve(
+        "Tom practices 50 minutes on Monday and 20 minutes on Tuesday. "
+        "How many more hours does Tom practice on Monday?"
+    )
+    assert more.group == group and more.route == "fallback"
+    assert "writes 'more', which no validated example wrote" in (more.fallback_reason or "")

@@ -7,8 +7,18 @@ assembles them (which would be an import cycle).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 ROUTE_EMBEDDERS = ("lexical", "minilm")  # EngineConfig.route_embedder
+
+
+class Wording(StrEnum):
+    """What the wording check holds a hit's question to (``VerifyConfig.wording``,
+    minicache.hit.wording)."""
+
+    OFF = "off"  # nothing
+    OPERATIONS = "operations"  # no operation word the examples' questions did not write
+    FULL = "full"  # that, and every content word every example's question wrote
 
 
 @dataclass
@@ -61,6 +71,14 @@ class VerifyConfig:
     # the other zero-model reader, the words around the numbers or the group's record of their sizes
     # (minicache.hit.independence). Off: such a reading is served on its own.
     corroborate_zero_model: bool = True
+    # The question's words (minicache.hit.wording): "operations" refuses a hit whose question writes
+    # an operation word ("more", "average", "percentage") none of the entry's validated examples'
+    # questions wrote; "full" also refuses one that leaves out a content word every one of them
+    # wrote ("How many minutes" to an entry whose examples asked "how many hours"). "full" stays off
+    # by default: on the Formula stream, records learned from two or three examples required
+    # incidental words ("company", "portfolio") and refused most of the first would-be hits,
+    # probation comparisons included (docs/hits.md). "off": neither.
+    wording: Wording = Wording.OPERATIONS
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
     # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly
     # pass (at least `probation_tenant_min` run, failure estimate (failed+1)/(run+2) at most

@@ -19,10 +19,10 @@ from typing import Any
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
 from minicache.hit.cues import (
-    _SEPARATORS,
-    _TOKEN,
     AFTER,
     BEFORE,
+    SEPARATORS,
+    TOKEN,
     cue_score,
     number_words,
     positions,
@@ -66,8 +66,8 @@ def telling_words(text: str, pos: list[Position]) -> dict[int, Words]:
     16,000"); the words between them, and a stretch of one word, belong to neither."""
     words = number_words(text, pos)
     for prev, p in zip(pos, pos[1:], strict=False):
-        gap = _TOKEN.findall(text[prev.end : p.start].lower())
-        if any(t in _SEPARATORS for t in gap):
+        gap = TOKEN.findall(text[prev.end : p.start].lower())
+        if any(t in SEPARATORS for t in gap):
             continue
         said = [t for t in gap if t[0].isalpha()]
         # number_words lists a number's words before it first, nearest first, at most BEFORE.

@@ -97,7 +97,7 @@ def stems(words: list[str]) -> list[str]:
     return [stem(w) for w in words if (len(w) >= 3 or "_" in w) and w not in _STOP]
 
 
-_SEPARATORS = {
+SEPARATORS = {
     ",",
     ";",
     ".",
@@ -115,7 +115,7 @@ _SEPARATORS = {
 }  # "$222,000 in current assets compared to $127,000 in current liabilities"
 # Words, and symbols written with an underscore, in any script ("(R_p)", "(σ_p)": a request that names
 # its variables so says which number is which, where the words around two numbers are alike).
-_TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
+TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
 
 
 # What a number counts is the word right after it ("30 minutes", "5-year", "$2.4 million loan"):
@@ -153,7 +153,7 @@ def word_after(text: str, pos: Position) -> str | None:
     if found is None:
         return None
     word = found.group(1)
-    if word in _STOP or word in _SEPARATORS or (found.start(1) == 0 and word in _ORDINAL):
+    if word in _STOP or word in SEPARATORS or (found.start(1) == 0 and word in _ORDINAL):
         return None
     return word
 
@@ -196,9 +196,9 @@ def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, in
     out: dict[int, list[tuple[str, int]]] = {p.start: [] for p in pos}
     for i, p in enumerate(pos):
         gap = text[pos[i - 1].end if i else max(0, p.start - 80) : p.start].lower()
-        tokens = _TOKEN.findall(gap)
+        tokens = TOKEN.findall(gap)
         if i:  # the part before the first separator belongs to the previous number
-            cut = next((k for k, t in enumerate(tokens) if t in _SEPARATORS), None)
+            cut = next((k for k, t in enumerate(tokens) if t in SEPARATORS), None)
             after_prev = [t for t in (tokens[:cut] if cut is not None else []) if _is_word(t)][
                 :AFTER
             ]
@@ -207,8 +207,8 @@ def number_words(text: str, pos: list[Position]) -> dict[int, list[tuple[str, in
         before = [t for t in tokens if _is_word(t)][::-1][:BEFORE]
         out[p.start] += [(w, BEFORE + 1 - d) for d, w in enumerate(before, start=1)]
     if pos:  # the last number's words after it, up to a separator
-        tail = _TOKEN.findall(text[pos[-1].end : pos[-1].end + 60].lower())
-        cut = next((k for k, t in enumerate(tail) if t in _SEPARATORS), len(tail))
+        tail = TOKEN.findall(text[pos[-1].end : pos[-1].end + 60].lower())
+        cut = next((k for k, t in enumerate(tail) if t in SEPARATORS), len(tail))
         out[pos[-1].start] += [
             (w, AFTER + 1 - d) for d, w in enumerate(tail[:cut][:AFTER], start=1)
         ]

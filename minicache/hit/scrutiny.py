@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from enum import StrEnum
+from typing import Any
 
 from minicache.config.engine import EngineConfig, VerifyConfig
 from minicache.store.base import Entry
@@ -101,7 +102,7 @@ def doubts(entry: Entry, build_after: int, method: str | None = None) -> Counter
         found[Doubt.DISAGREED] += entry.audits_disagreed
     if entry.model_refused > 0:
         found[Doubt.REFUSED] += 1
-    if record.get("revisions"):
+    if any(_changed(note) for note in record.get("revisions") or []):
         found[Doubt.REVISED] += 1
     if record.get("extraction") in MODEL_METHODS:
         found[Doubt.MODEL_READ] += 1
@@ -111,6 +112,14 @@ def doubts(entry: Entry, build_after: int, method: str | None = None) -> Counter
     if method in MODEL_METHODS:
         found[Doubt.MODEL_CHOICE] += 1
     return found
+
+
+def _changed(note: Any) -> bool:
+    """Whether a revision changed the entry's readings: a wording review that only recorded
+    evidence (``learned`` empty, minicache.hit.wording) changed nothing the entry serves by."""
+    return not (
+        isinstance(note, dict) and note.get("check") == "wording" and not note.get("learned")
+    )
 
 
 def probation_length(entry: Entry, config: VerifyConfig) -> int:

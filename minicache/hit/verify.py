@@ -114,13 +114,15 @@ class HitVerifier:
         every reader, the small model too, reads the request in an exemplar's words where it names
         other people or items (minicache.hit.word_slots): its numbers are the request's. One that
         differs from an exemplar's request in a word it may not be read through is refused first.
-        Values that pass every check are refused last where the request leaves out a word every
-        validated example wrote (:func:`minicache.hit.wording.check_wording`)."""
+        Values that pass every check are refused last where the request writes an operation word
+        no validated example wrote, or (``VerifyConfig.wording`` ``full``) leaves out a word every
+        one wrote (:func:`minicache.hit.wording.check_wording`)."""
         began = time.perf_counter()
         text = self.extractor.text_for(entry, request_text)
         extraction = self._extract(entry, text, began, no_model)
         try:
-            check_wording(entry.validation.get("profile") or {}, text, extraction.variables)
+            profile = entry.validation.get("profile") or {}
+            check_wording(profile, text, extraction.variables, self.config.wording)
         except HitRefused as refused:
             if extraction.method in MODEL_PATHS:
                 refused.model_s = extraction.seconds

@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from minicache.config.engine import Wording
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
 from minicache.request import CONTEXT_SEPARATOR
@@ -170,11 +171,17 @@ def missing_words(profile: dict[str, Any], text: str) -> list[str]:
     return unexpected_words(profile, text)[0]
 
 
-def check_wording(profile: dict[str, Any], text: str, values: dict[str, Any]) -> None:
-    """Refuse a request that leaves out a word every validated example wrote, or writes an
-    operation word none wrote; the refusal carries the values the hit would have served and those
-    words (for the review)."""
+def check_wording(
+    profile: dict[str, Any], text: str, values: dict[str, Any], mode: Wording = Wording.FULL
+) -> None:
+    """Refuse a request that writes an operation word no validated example wrote, or (``FULL``)
+    leaves out a word every one wrote; the refusal carries the values the hit would have served and
+    those words (for the review)."""
+    if mode == Wording.OFF:
+        return
     missing, extra = unexpected_words(profile, text)
+    if mode == Wording.OPERATIONS:
+        missing = []
     if not missing and not extra:
         return
     said = []
