@@ -17,6 +17,10 @@ request another check refuses is refused for that check's reason, and reviewed a
 
 A question that writes an operation word none of the examples wrote ("How many *more* pages" of an
 entry that adds them: ``OPERATION_WORDS``, recorded as ``profile["operations"]``) is refused too.
+``VerifyConfig.wording`` chooses what is checked: ``operations`` (the default) only the operation
+words; ``full`` the content words as well. Learned from the two or three examples a build validates
+on, the content words hold words the examples share by chance ("company", "portfolio"), and on the
+Formula stream the full check refused most early would-be hits (docs/hits.md).
 
 A refusal is reviewed like the others (:mod:`minicache.hit.refusals`): where the entry's program
 on the request's values gives the miss path's answer, that answer is evidence for each word the
