@@ -82,6 +82,18 @@ def test_contradictions_in_the_stored_record_lengthen_probation_and_thin_evidenc
     assert probation_length(thin, verify) == verify.probation
 
 
+def test_a_wording_review_that_only_recorded_evidence_is_no_revision_doubt():
+    """Evidence changes nothing the entry serves by (minicache.hit.wording), so it lengthens no
+    probation; a review that learned a word is a revision like any other."""
+    evidence = {"check": "wording", "learned": [], "evidence": ["missing:practice"]}
+    learned = {"check": "wording", "learned": ["missing:practice"], "evidence": []}
+    assert Doubt.REVISED not in doubts(entry(validation={"revisions": [evidence]}), build_after=3)
+    both = entry(validation={"revisions": [evidence, learned]})
+    assert doubts(both, build_after=3)[Doubt.REVISED] == 1
+    ranged = entry(validation={"revisions": [{"check": "range", "variable": "a"}]})
+    assert doubts(ranged, build_after=3)[Doubt.REVISED] == 1
+
+
 @pytest.mark.parametrize("found", [{"model_refused": 1}, {"audits_disagreed": 1}])
 def test_doubts_found_in_service_raise_the_audit_share_but_never_reopen_a_passed_probation(found):
     verify = VerifyConfig()

@@ -139,25 +139,3 @@ def test_merged_groups_require_the_words_both_require_and_a_join_narrows_the_rec
     joined = merged_wording(ours, {}, [], ["Lena jogs 20 minutes. How many hours in all?"])
     assert joined == {"wording": ["hour"], "operations": []}
     assert merged_wording({}, {}, [], []) == {}
-
-
-def test_a_review_that_only_recorded_evidence_is_no_revision_doubt():
-    """Evidence changes nothing the entry serves by, so it lengthens no probation."""
-    from minicache.hit.scrutiny import Doubt, doubts
-    from minicache.store.base import Entry
-
-    def entry(revisions):
-        return Entry(
-            id="e",
-            tenant="t",
-            group_id="g",
-            template=[],
-            program="",
-            validation={"revisions": revisions},
-        )
-
-    evidence = {"check": "wording", "learned": [], "evidence": ["missing:practice"]}
-    learned = {"check": "wording", "learned": ["missing:practice"], "evidence": []}
-    assert Doubt.REVISED not in doubts(entry([evidence]), build_after=3)
-    assert doubts(entry([evidence, learned]), build_after=3)[Doubt.REVISED] == 1
-    assert doubts(entry([{"check": "range", "variable": "a"}]), build_after=3)[Doubt.REVISED] == 1
