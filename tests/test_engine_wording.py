@@ -1,4 +1,5 @@
-"""A hit's request writes every word its entry's validated examples all wrote (minicache.hit.wording).
+"""A hit's request writes the words its entry's validated examples all wrote (minicache.hit.wording):
+at the defaults the words of the quantity they asked for, with the full check every content word.
 
 The other checks read numbers and the words beside them. "How many minutes does Tom practice" to an
 entry whose examples all asked "How many hours" keeps every number's word ("40 minutes") and was
@@ -43,7 +44,7 @@ def target(messages: list[Any], options: Any) -> str:
 
 def full(mc: MiniCache) -> MiniCache:
     """``mc`` with the full wording check (``VerifyConfig.wording``; the default checks operation
-    words only)."""
+    words and the asked quantity's words only)."""
     mc.config.verify.wording = Wording.FULL
     return mc
 
@@ -129,21 +130,48 @@ def test_an_answer_that_matches_by_coincidence_teaches_nothing_alone(
         assert perimeter.route == "fallback" and perimeter.answer == pytest.approx(2 * (a + b))
 
 
-def test_by_default_only_an_operation_word_no_example_wrote_is_refused(
+def test_by_default_a_question_for_another_quantity_or_operation_is_refused(
     building_engine,  # noqa: F811 - the fixture imported above
     monkeypatch,
 ):
-    """The default (``Wording.OPERATIONS``) serves a question that leaves out an example's word, and
-    refuses one that adds an operation word: "How many more minutes" of an entry that adds them."""
+    """The default (``Wording.ASKED``) serves a question that leaves out an example's incidental
+    word ("exercise" where they wrote "practice") and refuses one that asks for another quantity
+    ("How many minutes" of an entry whose examples asked for hours) or adds an operation word ("How
+    many more hours" of an entry that adds them)."""
     monkeypatch.setattr(test_engine_word_slots, "written_program", target)
     mc, _small = building_engine(build_after=3, word_slots=False)
-    assert mc.config.verify.wording == Wording.OPERATIONS
+    assert mc.config.verify.wording == Wording.ASKED
     group = built(mc)
+    entry = mc.store.active_entry("default", group)
+    assert entry is not None and entry.validation["profile"]["asked"] == ["hour"]
     other = mc.solve(ASK.format(n="Tom", a=40, b=80, ask="hours", v="exercise"))
     assert (other.route, other.answer) == ("hit", pytest.approx(2.0))
+    minutes = mc.solve(ASK.format(n="Tom", a=40, b=80, ask="minutes", v="practice"))
+    assert (minutes.route, minutes.group) == ("fallback", group)
+    assert "every validated example wrote 'hour'" in (minutes.fallback_reason or "")
+    assert minutes.answer == pytest.approx(120)
     more = mc.solve(
         "Tom practices 50 minutes on Monday and 20 minutes on Tuesday. "
         "How many more hours does Tom practice on Monday?"
     )
     assert more.group == group and more.route == "fallback"
     assert "writes 'more', which no validated example wrote" in (more.fallback_reason or "")
+
+
+def test_by_default_a_perimeter_question_is_not_served_an_area_entrys_answer(
+    building_engine,  # noqa: F811 - the fixture imported above
+    monkeypatch,
+):
+    """Both questions write the same numbers beside the same words; only the asked quantity tells
+    them apart, and the area entry's examples all asked for "area"."""
+    monkeypatch.setattr(test_engine_word_slots, "written_program", plot_target)
+    mc, _small = building_engine(build_after=3, word_slots=False)
+    built = [mc.solve(PLOT.format(a=a, b=b, ask="area")) for a, b in [(5, 4), (8, 2), (7, 3)]]
+    assert [r.route for r in built] == ["miss"] * 3
+    area = mc.solve(PLOT.format(a=9, b=2, ask="area"))
+    assert (area.route, area.answer) == ("hit", pytest.approx(18))
+    for a, b in [(30, 5), (50, 6)]:
+        perimeter = mc.solve(PLOT.format(a=a, b=b, ask="perimeter"))
+        assert perimeter.group == built[0].group and perimeter.route == "fallback"
+        assert "every validated example wrote 'area'" in (perimeter.fallback_reason or "")
+        assert perimeter.answer == pytest.approx(2 * (a + b))

@@ -101,7 +101,8 @@ def merged_profile(
     variables always equal in both, for each variable both groups record words after its number,
     every word either accepts, and the word sets either group's reviews learned together
     (:func:`minicache.hit.words_after.merged_written`), and the words both groups' examples all
-    wrote, with the operation words either wrote (:func:`minicache.hit.wording.merged_wording`)."""
+    wrote, with the operation words either wrote and the asked quantity's words both record
+    (:func:`minicache.hit.wording.merged_wording`)."""
     out = copy.deepcopy(ours)
     kept = [ex for ex in out.get("exemplars", []) if check_exemplar(ex, their_pairs)]
     for exemplar in theirs.get("exemplars", []):
@@ -123,7 +124,7 @@ def merged_profile(
     out["equal"] = [p for p in out.get("equal", []) if frozenset(p) in their_equal]
     out["answers"] = [*out.get("answers", []), *theirs.get("answers", [])][:KEPT_VALUES]
     out.update(merged_written(out, theirs, names))
-    for key in ("wording", "operations", "wording_evidence"):
+    for key in ("wording", "operations", "asked", "wording_evidence"):
         out.pop(key, None)
     out.update(merged_wording(ours, theirs, [t for t, _ in our_pairs], [t for t, _ in their_pairs]))
     return out

@@ -18,6 +18,7 @@ class Wording(StrEnum):
 
     OFF = "off"  # nothing
     OPERATIONS = "operations"  # no operation word the examples' questions did not write
+    ASKED = "asked"  # that, and the asked quantity's words every example's question wrote
     FULL = "full"  # that, and every content word every example's question wrote
 
 
@@ -73,12 +74,13 @@ class VerifyConfig:
     corroborate_zero_model: bool = True
     # The question's words (minicache.hit.wording): "operations" refuses a hit whose question writes
     # an operation word ("more", "average", "percentage") none of the entry's validated examples'
-    # questions wrote; "full" also refuses one that leaves out a content word every one of them
-    # wrote ("How many minutes" to an entry whose examples asked "how many hours"). "full" stays off
-    # by default: on the Formula stream, records learned from two or three examples required
-    # incidental words ("company", "portfolio") and refused most of the first would-be hits,
-    # probation comparisons included (docs/hits.md). "off": neither.
-    wording: Wording = Wording.OPERATIONS
+    # questions wrote; "asked" (the default) also refuses one that does not write the words of the
+    # quantity every example asked for ("How many minutes" to an entry whose examples all asked
+    # "how many hours", "its perimeter" to one that computes an area); "full" also refuses one that
+    # leaves out any content word every example wrote. "full" stays off by default: on the Formula
+    # stream, records learned from two or three examples required incidental words ("company",
+    # "portfolio") and refused most of the first would-be hits (docs/hits.md). "off": none of them.
+    wording: Wording = Wording.ASKED
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
     # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly
     # pass (at least `probation_tenant_min` run, failure estimate (failed+1)/(run+2) at most

@@ -4,12 +4,13 @@ The profile (``entry.validation["profile"]``) holds the exemplars alignment read
 on the group's other validated examples), each numeric variable's observed values and written kinds,
 the words the entry accepts after a variable's number (``"words_after"``,
 :mod:`minicache.hit.words_after`), the unit every example wrote a variable's number in
-(``"units"``), the content words every example wrote (``"wording"``, :mod:`minicache.hit.wording`),
-the variables the examples always had equal, and the group's numeric answers. Layer 3
-of the hit checks (:mod:`minicache.hit.verify`, docs/hits.md) holds every hit to it: each value in
-the sign, magnitude and written form (percent or not) the examples show, written in the request
-where the examples wrote it, followed by no other word than one the entry accepts there, and in the
-unit every example wrote it in; the answer in their sign and magnitude.
+(``"units"``), the content words and the asked quantity's words every example wrote (``"wording"``,
+``"asked"``, :mod:`minicache.hit.wording`), the variables the examples always had equal, and the
+group's numeric answers. Layer 3 of the hit checks (:mod:`minicache.hit.verify`, docs/hits.md) holds
+every hit to it: each value in the sign, magnitude and written form (percent or not) the examples
+show, written in the request where the examples wrote it, followed by no other word than one the
+entry accepts there, and in the unit every example wrote it in; the answer in their sign and
+magnitude.
 
 The word after a number refuses only a word it does not accept: a request that names its unit
 elsewhere ("In seconds, Tom practices 1800 on Monday") writes no word after 1800, and a learned

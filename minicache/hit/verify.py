@@ -115,8 +115,9 @@ class HitVerifier:
         other people or items (minicache.hit.word_slots): its numbers are the request's. One that
         differs from an exemplar's request in a word it may not be read through is refused first.
         Values that pass every check are refused last where the request writes an operation word
-        no validated example wrote, or (``VerifyConfig.wording`` ``full``) leaves out a word every
-        one wrote (:func:`minicache.hit.wording.check_wording`)."""
+        no validated example wrote or leaves out a word of the quantity every one asked for, or
+        (``VerifyConfig.wording`` ``full``) any word every one wrote
+        (:func:`minicache.hit.wording.check_wording`)."""
         began = time.perf_counter()
         text = self.extractor.text_for(entry, request_text)
         extraction = self._extract(entry, text, began, no_model)

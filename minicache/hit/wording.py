@@ -16,11 +16,14 @@ The check runs after every other hit check (:meth:`minicache.hit.verify.HitVerif
 request another check refuses is refused for that check's reason, and reviewed as its refusals are.
 
 A question that writes an operation word none of the examples wrote ("How many *more* pages" of an
-entry that adds them: ``OPERATION_WORDS``, recorded as ``profile["operations"]``) is refused too.
-``VerifyConfig.wording`` chooses what is checked: ``operations`` (the default) only the operation
-words; ``full`` the content words as well. Learned from the two or three examples a build validates
-on, the content words hold words the examples share by chance ("company", "portfolio"), and on the
-Formula stream the full check refused most early would-be hits (docs/hits.md).
+entry that adds them: ``OPERATION_WORDS``, recorded as ``profile["operations"]``) is refused, and
+so is one that does not write the words of the quantity every example asked for (``profile["asked"]``,
+read from each example's asked phrase by :mod:`minicache.hit.asked`: "How many *hours*", "What is
+its *area*"). ``VerifyConfig.wording`` chooses what is checked: ``operations`` the operation words
+only; ``asked`` (the default) the asked quantity's words as well; ``full`` every content word as
+well. Learned from the two or three examples a build validates on, the content words hold words the
+examples share by chance ("company", "portfolio"), and on the Formula stream the full check refused
+most early would-be hits (docs/hits.md); the asked quantity's words are few and seldom incidental.
 
 A refusal is reviewed like the others (:mod:`minicache.hit.refusals`): where the entry's program
 on the request's values gives the miss path's answer, that answer is evidence for each word the
@@ -39,11 +42,13 @@ from typing import Any
 
 from minicache.config.engine import Wording
 from minicache.errors import HitRefused
+from minicache.hit.asked import asked_phrase
 from minicache.hit.checks import Check
 from minicache.request import CONTEXT_SEPARATOR
 
 KEY = "wording"
 OPERATIONS = "operations"  # the operation words the examples' questions wrote (any of them)
+ASKED = "asked"  # the words of the asked quantity every example's question wrote
 EVIDENCE = "wording_evidence"  # word -> the miss answers of refusals its review matched
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 # Possessive, and never started inside a number: a run of thousands of digits or spaces is read once.
@@ -109,6 +114,13 @@ def operation_words(text: str) -> set[str]:
     return {_singular(w.lower()) for w in _WORD.findall(text)} & OPERATION_WORDS
 
 
+def asked_words(question: str) -> set[str] | None:
+    """The content words of ``question``'s asked quantity (:mod:`minicache.hit.asked`: "How many
+    *minutes*"), or None where it has no asked phrase."""
+    phrase = asked_phrase(question)
+    return None if phrase is None else content_words(phrase)
+
+
 def _capitalized(word: str) -> bool:
     return word[0].isupper() and not word.isupper()
 
@@ -147,45 +159,70 @@ def question_of(text: str) -> str:
 
 def learn_wording(texts: Iterable[str]) -> dict[str, list[str]]:
     """The profile's records: the content words every one of ``texts``' questions writes
-    (``"wording"``) and the operation words any of them writes (``"operations"``); nothing from
-    fewer than two."""
+    (``"wording"``), the operation words any of them writes (``"operations"``) and the words of the
+    asked quantity every one that has an asked phrase writes (``"asked"``); nothing from fewer
+    than two."""
     questions = [question_of(t) for t in texts]
     if len(questions) < 2:
         return {}
     required = set.intersection(*(content_words(q) for q in questions))
     operations = set().union(*(operation_words(q) for q in questions))
-    return {KEY: sorted(required), OPERATIONS: sorted(operations)}
+    return {
+        KEY: sorted(required),
+        OPERATIONS: sorted(operations),
+        ASKED: sorted(_common_asked(questions)),
+    }
 
 
-def unexpected_words(profile: dict[str, Any], text: str) -> tuple[list[str], list[str]]:
+def _common_asked(questions: list[str]) -> set[str]:
+    """The asked words every question with an asked phrase writes; none from fewer than two such
+    questions (one question's asked words may be its own)."""
+    sets = [w for w in map(asked_words, questions) if w is not None]
+    return set.intersection(*sets) if len(sets) >= 2 else set()
+
+
+def unexpected_words(
+    profile: dict[str, Any], text: str, mode: Wording = Wording.FULL
+) -> tuple[list[str], list[str]]:
     """The recorded words ``text``'s question does not write, and the operation words it writes
-    that no example wrote (none for a profile without the record)."""
+    that no example wrote (none for a profile without the records). ``mode`` says which recorded
+    words count: ``FULL`` every content word, ``ASKED`` the asked quantity's, ``OPERATIONS`` none."""
     question = question_of(text)
-    required = profile.get(KEY) or []
-    written = content_words(question, openers=True) if required else set()
-    missing = [w for w in required if w not in written]
+    missing: list[str] = []
+    if mode == Wording.FULL:
+        missing = _unwritten(profile.get(KEY) or [], question)
+    if mode in (Wording.FULL, Wording.ASKED):
+        missing += [w for w in _unwritten(profile.get(ASKED) or [], question) if w not in missing]
     extra: list[str] = []
-    if OPERATIONS in profile:
+    if OPERATIONS in profile and mode != Wording.OFF:
         extra = sorted(operation_words(question) - set(profile[OPERATIONS]))
     return missing, extra
 
 
+def _unwritten(words: list[str], question: str) -> list[str]:
+    """Those of ``words`` that ``question`` does not write. The asked quantity's words are looked
+    for anywhere in the question, not only in its own asked phrase: requests of one computation
+    name their quantity in many ways ("the NPV", "the accumulation at the term end"), and requiring
+    the words in the request's own asked phrase refuses many more of them (docs/hits.md)."""
+    if not words:
+        return []
+    written = content_words(question, openers=True)
+    return [w for w in words if w not in written]
+
+
 def missing_words(profile: dict[str, Any], text: str) -> list[str]:
-    """The recorded words ``text`` does not write."""
+    """The recorded words (every content word and the asked quantity's) ``text`` does not write."""
     return unexpected_words(profile, text)[0]
 
 
 def check_wording(
     profile: dict[str, Any], text: str, values: dict[str, Any], mode: Wording = Wording.FULL
 ) -> None:
-    """Refuse a request that writes an operation word no validated example wrote, or (``FULL``)
-    leaves out a word every one wrote; the refusal carries the values the hit would have served and
-    those words (for the review)."""
-    if mode == Wording.OFF:
-        return
-    missing, extra = unexpected_words(profile, text)
-    if mode == Wording.OPERATIONS:
-        missing = []
+    """Refuse a request that writes an operation word no validated example wrote, or leaves out a
+    word ``mode`` holds it to (``ASKED``: the asked quantity's words every example wrote; ``FULL``:
+    every content word every one wrote); the refusal carries the values the hit would have served
+    and those words (for the review)."""
+    missing, extra = unexpected_words(profile, text, mode)
     if not missing and not extra:
         return
     said = []
@@ -223,7 +260,9 @@ def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) 
         kind, word = item.split(":", 1)
         evidence.pop(item, None)
         if kind == "missing":
-            profile[KEY] = [w for w in profile.get(KEY) or [] if w != word]
+            for record in (KEY, ASKED):
+                if record in profile:
+                    profile[record] = [w for w in profile[record] if w != word]
         else:
             profile[OPERATIONS] = sorted({*(profile.get(OPERATIONS) or []), word})
     profile[EVIDENCE] = evidence
@@ -233,21 +272,29 @@ def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) 
 def merged_wording(
     ours: dict[str, Any], theirs: dict[str, Any], our_texts: list[str], their_texts: list[str]
 ) -> dict[str, Any]:
-    """The records of two merged groups: the words both require, and the operation words either
-    wrote. A group without a record (one example: a join) brings the content words its examples'
-    questions all write, so the survivor's record narrows instead of vanishing."""
+    """The records of two merged groups: the words both require (of every content word and of the
+    asked quantity), and the operation words either wrote. A group without a record (one example:
+    a join) brings the words its examples' questions all write, so the survivor's records narrow
+    instead of vanishing."""
     if KEY not in ours and KEY not in theirs:
         return {}
-    mine = _required(ours, our_texts)
-    other = _required(theirs, their_texts)
     operations = set(ours.get(OPERATIONS) or []) | set(theirs.get(OPERATIONS) or [])
     for text in (*our_texts, *their_texts):
         operations |= operation_words(question_of(text))
-    return {KEY: sorted(mine & other), OPERATIONS: sorted(operations)}
+    return {
+        KEY: sorted(_required(ours, our_texts, KEY) & _required(theirs, their_texts, KEY)),
+        OPERATIONS: sorted(operations),
+        ASKED: sorted(_required(ours, our_texts, ASKED) & _required(theirs, their_texts, ASKED)),
+    }
 
 
-def _required(profile: dict[str, Any], texts: list[str]) -> set[str]:
-    if KEY in profile:
-        return set(profile[KEY])
-    sets = [content_words(question_of(t)) for t in texts]
+def _required(profile: dict[str, Any], texts: list[str], record: str) -> set[str]:
+    """``profile``'s record, else the words every one of ``texts``' questions writes (in its asked
+    phrase for the asked record, where it has one)."""
+    if record in profile:
+        return set(profile[record])
+    questions = [question_of(t) for t in texts]
+    sets = [content_words(q) for q in questions]
+    if record == ASKED:
+        sets = [asked_words(q) or words for q, words in zip(questions, sets, strict=True)]
     return set.intersection(*sets) if sets else set()

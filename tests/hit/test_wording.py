@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from minicache.config.engine import Wording
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
 from minicache.hit.wording import (
@@ -134,8 +135,50 @@ def test_merged_groups_require_the_words_both_require_and_a_join_narrows_the_rec
     ours = {"wording": ["hour", "practice", "tom"], "operations": []}
     theirs = {"wording": ["hour", "anna", "practice"], "operations": ["total"]}
     merged = merged_wording(ours, theirs, [], [])
-    assert merged == {"wording": ["hour", "practice"], "operations": ["total"]}
+    assert merged == {"wording": ["hour", "practice"], "operations": ["total"], "asked": []}
     # one joined example brings no record: its question's own words narrow the survivor's
+    ours["asked"] = ["hour", "practice"]
     joined = merged_wording(ours, {}, [], ["Lena jogs 20 minutes. How many hours in all?"])
-    assert joined == {"wording": ["hour"], "operations": []}
+    assert joined == {"wording": ["hour"], "operations": [], "asked": ["hour"]}
     assert merged_wording({}, {}, [], []) == {}
+
+
+AREA = [
+    "A garden plot measures 5 feet by 4 feet. What is the area of the plot?",
+    "A garden plot measures 8 feet by 2 feet. What is the area of the plot?",
+]
+
+
+def test_the_asked_record_is_the_asked_quantitys_words_every_example_wrote():
+    assert learn_wording(AREA)["asked"] == ["area"]
+    assert learn_wording(HOURS)["asked"] == ["hour"]
+    # one example's asked words may be its own: nothing from fewer than two asked phrases
+    assert learn_wording([AREA[0], "Plot of 6 feet by 3 feet: area, please."])["asked"] == []
+
+
+def test_a_question_for_another_quantity_is_refused_only_where_the_asked_words_are_checked():
+    profile = learn_wording(AREA)
+    perimeter = "A garden plot measures 6 feet by 3 feet. What is the perimeter of the plot?"
+    values = {"a": 6, "b": 3}
+    with pytest.raises(HitRefused, match="every validated example wrote 'area'"):
+        check_wording(profile, perimeter, values, Wording.ASKED)
+    check_wording(profile, perimeter, values, Wording.OPERATIONS)
+    check_wording(profile, perimeter, values, Wording.OFF)
+
+
+def test_the_asked_words_may_stand_anywhere_in_the_question():
+    profile = learn_wording(AREA)
+    values = {"a": 6, "b": 3}
+    check_wording(profile, "Plot of 6 feet by 3 feet: area, please.", values, Wording.ASKED)
+    check_wording(
+        profile, "How big is a 6 feet by 3 feet plot, measured as its area?", values, Wording.ASKED
+    )
+
+
+def test_a_review_that_learns_an_asked_word_drops_it_from_the_asked_record():
+    profile = learn_wording(AREA)
+    words = {"missing": ["area"], "extra": []}
+    reviewed(profile, words, 18)
+    assert profile["asked"] == ["area"]  # one match may be a coincidence (6 by 3: 18 either way)
+    reviewed(profile, words, 20)
+    assert profile["asked"] == [] and "area" not in profile["wording"]
