@@ -6,12 +6,15 @@ quantities of them: the minutes a practice takes and its hours, a plot's area an
 product's markup and its margin. The words that name the quantity stand in a few places in an
 English question: after "how many" or "how much", after "what is (the)" and its tenses, and after
 an imperative such as "calculate (the)". :func:`asked_phrase` reads the words from there to the
-first function word, number or punctuation mark ("the NPV *of* the project" asks for "npv"), and
-:func:`minicache.hit.wording.asked_words` keeps its content words. A possessive's owner is no part
-of it ("the project's NPV" asks for "npv" too).
+first number, punctuation mark or stop word (a preposition, auxiliary or conjunction: "the NPV *of*
+the project" asks for "npv"), on past "of" after a word that names no quantity ("the number of
+hours") and with the unit of a closing "in" ("time in hours");
+:func:`minicache.hit.wording.asked_words` keeps its words but function words, in lower case. A
+possessive's owner is no part of it ("the project's NPV" asks for "npv" too).
 
 A question with no such phrase ("Current ratio, please") asks for nothing this module can read; the
-wording check then looks for the asked words anywhere in its question (:mod:`minicache.hit.wording`).
+wording check looks for an entry's asked words anywhere in a request's question, so such a request
+may still write them (:mod:`minicache.hit.wording`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ STOPS = frozenset(
     """.split()
 )
 _POSSESSIVE = re.compile(r"(?:['’]s|s['’])$")
+# Words that name no quantity of their own: "the number *of* hours" asks for hours, so the phrase
+# reads on past "of" after them.
+GENERIC = frozenset("number value amount total sum count quantity".split())
 MAX_WORDS = 6  # an asked quantity is a short noun phrase; longer runs are a clause
 
 
@@ -48,17 +54,41 @@ def asked_phrase(question: str) -> str | None:
     the story), or None where no opener stands before a word. A possessive owner is left out ("the
     project's NPV" asks for "NPV")."""
     for opener in reversed(list(_OPENER.finditer(question))):
-        words: list[str] = []
-        end = opener.end()
-        for token in _TOKEN.finditer(question, opener.end()):
-            if question[end : token.start()].strip() or len(words) == MAX_WORDS:
-                break  # a number or a punctuation mark ends the phrase
-            word = token.group()
-            if word.lower().strip("()") in STOPS:
-                break
-            words.append(word)
-            end = token.end()
-        kept = [w for w in words if not _POSSESSIVE.search(w)]
+        kept = [w for w in _phrase_at(question, opener.end()) if not _POSSESSIVE.search(w)]
         if kept:
             return " ".join(kept)
     return None
+
+
+def _phrase_at(question: str, start: int) -> list[str]:
+    """The phrase's words from ``start``: up to a stop word, a number or a punctuation mark, on past
+    "of" after generic words only ("the total number of hours"), and with the unit of a closing "in
+    <unit>" ("How much time in hours does ...")."""
+    words: list[str] = []
+    end = start
+    tokens = _TOKEN.finditer(question, start)
+    for token in tokens:
+        if question[end : token.start()].strip() or len(words) == MAX_WORDS:
+            break  # a number or a punctuation mark ends the phrase
+        word = token.group()
+        lower = word.lower().strip("()")
+        end = token.end()
+        if lower == "of" and words and all(w.lower() in GENERIC for w in words):
+            continue
+        if lower == "in" and words:
+            unit = next(tokens, None)
+            if unit and not question[end : unit.start()].strip() and _closes(question, unit.end()):
+                words.append(unit.group())
+            break
+        if lower in STOPS:
+            break
+        words.append(word)
+    return words
+
+
+def _closes(question: str, at: int) -> bool:
+    """Whether the phrase ends at ``at``: the question ends, or a punctuation mark or a stop word
+    follows."""
+    rest = question[at : at + 40].lstrip()
+    first = re.match(r"[A-Za-z]+", rest)
+    return first is None or rest[0] != first.group()[0] or first.group().lower() in STOPS

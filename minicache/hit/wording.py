@@ -118,7 +118,18 @@ def asked_words(question: str) -> set[str] | None:
     """The content words of ``question``'s asked quantity (:mod:`minicache.hit.asked`: "How many
     *minutes*"), or None where it has no asked phrase."""
     phrase = asked_phrase(question)
-    return None if phrase is None else content_words(phrase)
+    words = None if phrase is None else plain_words(phrase)
+    return words or None  # a phrase of function words only ("the value") names no quantity
+
+
+def plain_words(text: str) -> set[str]:
+    """Every word of ``text`` but function words and words under three letters, in lower case with
+    a plural's "s" dropped: names, capitalized words and words right after a number count too."""
+    return {
+        _singular(w.lower())
+        for w in _WORD.findall(text)
+        if w.lower() not in FUNCTION_WORDS and len(w) >= 3
+    }
 
 
 def _capitalized(word: str) -> bool:
@@ -146,6 +157,8 @@ def _opens_sentence(text: str, start: int) -> bool:
 def _singular(word: str) -> str:
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
+    if len(word) > 4 and word.endswith(("xes", "ches", "shes", "sses")):
+        return word[:-2]  # taxes, inches, dishes, classes
     if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
@@ -190,23 +203,26 @@ def unexpected_words(
     question = question_of(text)
     missing: list[str] = []
     if mode == Wording.FULL:
-        missing = _unwritten(profile.get(KEY) or [], question)
+        written = content_words(question, openers=True)
+        missing = [w for w in profile.get(KEY) or [] if w not in written]
     if mode in (Wording.FULL, Wording.ASKED):
-        missing += [w for w in _unwritten(profile.get(ASKED) or [], question) if w not in missing]
+        missing += [w for w in _unasked(profile.get(ASKED) or [], question) if w not in missing]
     extra: list[str] = []
     if OPERATIONS in profile and mode != Wording.OFF:
         extra = sorted(operation_words(question) - set(profile[OPERATIONS]))
     return missing, extra
 
 
-def _unwritten(words: list[str], question: str) -> list[str]:
-    """Those of ``words`` that ``question`` does not write. The asked quantity's words are looked
-    for anywhere in the question, not only in its own asked phrase: requests of one computation
-    name their quantity in many ways ("the NPV", "the accumulation at the term end"), and requiring
-    the words in the request's own asked phrase refuses many more of them (docs/hits.md)."""
+def _unasked(words: list[str], question: str) -> list[str]:
+    """Those of the asked quantity's ``words`` that ``question`` does not write. They are looked for
+    anywhere in the question, not only in its own asked phrase: requests of one computation name
+    their quantity in many ways ("the NPV", "the accumulation at the term end"), and requiring the
+    words in the request's own asked phrase refuses many more of them (docs/hits.md). Any word of
+    the question counts, names and words after a number included ("What was the 2019 *revenue*",
+    "the plot's *Area*"): the word after a number and its unit are the other checks'."""
     if not words:
         return []
-    written = content_words(question, openers=True)
+    written = plain_words(question)
     return [w for w in words if w not in written]
 
 

@@ -26,6 +26,14 @@ def test_the_asked_phrase_runs_from_its_opener_to_a_function_word_or_punctuation
     assert asked_phrase(question) == phrase
 
 
+def test_the_phrase_reads_past_of_after_generic_words_and_keeps_a_closing_unit():
+    assert asked_phrase("What is the number of hours he practices?") == "number hours"
+    assert asked_phrase("What is the total number of hours?") == "total number hours"
+    assert asked_phrase("What is the future value of the investment?") == "future value"
+    assert asked_phrase("How much time in hours does he practice?") == "time hours"
+    assert asked_phrase("How many apples in the basket are red?") == "apples"
+
+
 def test_a_possessives_owner_is_no_part_of_the_asked_quantity():
     assert asked_phrase("What is the project's NPV?") == "NPV"
     assert asked_phrase("What is the investors' return?") == "return"

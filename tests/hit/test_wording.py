@@ -11,6 +11,7 @@ from minicache.config.engine import Wording
 from minicache.errors import HitRefused
 from minicache.hit.checks import Check
 from minicache.hit.wording import (
+    asked_words,
     check_wording,
     content_words,
     learn_wording,
@@ -182,3 +183,35 @@ def test_a_review_that_learns_an_asked_word_drops_it_from_the_asked_record():
     assert profile["asked"] == ["area"]  # one match may be a coincidence (6 by 3: 18 either way)
     reviewed(profile, words, 20)
     assert profile["asked"] == [] and "area" not in profile["wording"]
+
+
+def test_asked_words_are_lower_case_and_a_phrase_of_function_words_asks_for_nothing():
+    assert asked_words("What is the Area of the garden plot?") == {"area"}
+    assert asked_words("What is the value?") is None
+    assert asked_words("What are the taxes?") == {"tax"}
+    examples = [AREA[0], "A plot measures 8 feet by 2 feet. What is the value?"]
+    assert learn_wording(examples)["asked"] == []  # one example's own words decide nothing
+
+
+def test_the_asked_words_count_capitalized_or_after_a_number_in_the_request():
+    values = {"x": 1}
+    check_wording({"asked": ["area"]}, "What is the plot's Area?", values, Wording.ASKED)
+    check_wording({"asked": ["revenue"]}, "What was the 2019 revenue?", values, Wording.ASKED)
+    check_wording({"asked": ["tax"]}, "What are the taxes Tom pays?", values, Wording.ASKED)
+
+
+@pytest.mark.parametrize(
+    ("asks", "other"),
+    [
+        (
+            "What is the number of hours he practices?",
+            "What is the number of minutes he practices?",
+        ),
+        ("How much time in hours does he practice?", "How much time in minutes does he practice?"),
+        ("What is the Area of the garden plot?", "What is the perimeter of the garden plot?"),
+    ],
+)
+def test_another_quantity_asked_in_the_examples_phrasing_is_refused(asks: str, other: str):
+    profile = learn_wording([f"Tom has 30 and 45. {asks}", f"Tom has 20 and 50. {asks}"])
+    with pytest.raises(HitRefused):
+        check_wording(profile, f"Tom has 40 and 80. {other}", {"x": 40}, Wording.ASKED)
