@@ -16,6 +16,9 @@ def test_each_rule_refuses_what_its_setting_refuses():
     elsewhere = "What is the size of a plot of 6 feet by 3 feet, as an area?"
     assert not wording_refusals.refused_by("asked", profile, elsewhere)
     assert wording_refusals.refused_by("asked-phrase", profile, elsewhere)  # its phrase: "size"
+    compound = "A garden plot measures 6 feet by 3 feet. What is the total area of the plot?"
+    assert not wording_refusals.refused_by("asked", profile, compound, AREA)
+    assert wording_refusals.refused_by("asked-novel", profile, compound, AREA)  # "total"
     perimeter = "A garden plot measures 6 feet by 3 feet. What is the perimeter of the plot?"
     assert wording_refusals.refused_by("asked", profile, perimeter)
     assert not wording_refusals.refused_by("operations", profile, perimeter)

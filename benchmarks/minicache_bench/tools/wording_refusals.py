@@ -19,6 +19,9 @@ Rules, as columns:
   question (the default check, ``VerifyConfig.wording = "asked"``, with the operation words);
 * ``asked-phrase``: the same words, looked for only in the request's own asked phrase (not a
   setting: measured to show why the words are looked for anywhere);
+* ``asked-novel``: with ``asked``, a word in the request's asked phrase that no example's question
+  wrote ("How much *compound* interest" of a simple-interest entry; not a setting: measured to show
+  what checking the words a request adds would cost);
 * ``operations``: operation words the examples did not write, alone;
 * ``full``: every content word every example wrote, with the rest.
 """
@@ -27,17 +30,31 @@ from __future__ import annotations
 
 import argparse
 from collections import defaultdict
+from collections.abc import Sequence
 
 from minicache.config.engine import Wording
-from minicache.hit.wording import asked_words, learn_wording, question_of, unexpected_words
+from minicache.hit.wording import (
+    asked_words,
+    learn_wording,
+    plain_words,
+    question_of,
+    unexpected_words,
+)
 from minicache.request import request_text
 from minicache_bench.data import load
 
-RULES = ("operations", "asked", "asked-phrase", "full")
+RULES = ("operations", "asked", "asked-phrase", "asked-novel", "full")
 
 
-def refused_by(rule: str, profile: dict[str, list[str]], text: str) -> bool:
-    """Whether ``rule`` refuses ``text`` against ``profile``."""
+def refused_by(
+    rule: str, profile: dict[str, list[str]], text: str, examples: Sequence[str] = ()
+) -> bool:
+    """Whether ``rule`` refuses ``text`` against ``profile``, learned from ``examples``."""
+    if rule == "asked-novel":
+        written = set().union(*(plain_words(question_of(e)) for e in examples))
+        if (asked_words(question_of(text)) or set()) - written:
+            return True
+        rule = "asked"
     if rule == "asked-phrase":
         recorded = profile.get("asked") or []
         phrase = asked_words(question_of(text))
@@ -58,11 +75,12 @@ def measure(dataset: str, split: str | None, examples: int) -> str:
         if len(texts) <= examples:
             continue
         profile = learn_wording(texts[:examples])
+        shown = texts[:examples]
         recorded += bool(profile.get("asked"))
         for text in texts[examples:]:
             checked += 1
             for rule in RULES:
-                refused[rule] += refused_by(rule, profile, text)
+                refused[rule] += refused_by(rule, profile, text, shown)
     lines = [
         f"{dataset}{f' ({split} split)' if split else ''}: {len(groups)} gold groups, "
         f"{recorded} with an asked record from their first {examples} requests; "
