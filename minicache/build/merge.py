@@ -124,7 +124,7 @@ def merged_profile(
     out["equal"] = [p for p in out.get("equal", []) if frozenset(p) in their_equal]
     out["answers"] = [*out.get("answers", []), *theirs.get("answers", [])][:KEPT_VALUES]
     out.update(merged_written(out, theirs, names))
-    for key in ("wording", "operations", "asked", "wording_evidence"):
+    for key in ("wording", "operations", "asked", "asked_also", "wording_evidence"):
         out.pop(key, None)
     out.update(merged_wording(ours, theirs, [t for t, _ in our_pairs], [t for t, _ in their_pairs]))
     return out

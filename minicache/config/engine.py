@@ -75,11 +75,12 @@ class VerifyConfig:
     # The question's words (minicache.hit.wording): "operations" refuses a hit whose question writes
     # an operation word ("more", "average", "percentage") none of the entry's validated examples'
     # questions wrote; "asked" (the default) also refuses one that does not write the words of the
-    # quantity every example asked for ("How many minutes" to an entry whose examples all asked
-    # "how many hours", "its perimeter" to one that computes an area); "full" also refuses one that
-    # leaves out any content word every example wrote. "full" stays off by default: on the Formula
-    # stream, records learned from two or three examples required incidental words ("company",
-    # "portfolio") and refused most of the first would-be hits (docs/hits.md). "off": none of them.
+    # quantity every example asked for, or asks for another ("How many minutes" to an entry whose
+    # examples all asked "how many hours", "its perimeter" to one that computes an area); "full"
+    # also refuses one that leaves out any content word every example wrote. "full" stays off by
+    # default: on the Formula stream, records learned from two or three examples required incidental
+    # words ("company", "portfolio") and refused most of the first would-be hits (docs/hits.md).
+    # "off": none of them.
     wording: Wording = Wording.ASKED
     # Probation (layer 5): a new entry's first `probation` hit attempts are answered by the miss path
     # and compared with the would-be hit; one disagreement evicts it. A tenant whose probations mostly

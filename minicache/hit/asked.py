@@ -1,16 +1,16 @@
 """What a question asks for: the words of its asked quantity ("How many *minutes* ...", "What is
 the *gross margin* of ...", "Calculate the *perimeter* ...").
 
-Two requests can write the same numbers beside the same words and still ask for different
-quantities of them: the minutes a practice takes and its hours, a plot's area and its perimeter, a
-product's markup and its margin. The words that name the quantity stand in a few places in an
-English question: after "how many" or "how much", after "what is (the)" and its tenses, and after
-an imperative such as "calculate (the)". :func:`asked_phrase` reads the words from there to the
-first number, punctuation mark or stop word (a preposition, auxiliary or conjunction: "the NPV *of*
-the project" asks for "npv"), on past "of" after a word that names no quantity ("the number of
-hours") and with the unit of a closing "in" ("time in hours");
-:func:`minicache.hit.wording.asked_words` keeps its words but function words, in lower case. A
-possessive's owner is no part of it ("the project's NPV" asks for "npv" too).
+Two requests can write the same numbers beside the same words and still ask for different quantities
+of them: the minutes a practice takes and its hours, a plot's area and its perimeter, a product's
+markup and its margin. The words that name the quantity stand in a few places in an English
+question: after "how many" or "how much" ("how long", "how old": the adjective is a word of it),
+after "what is (the)" and its tenses, and after an imperative such as "calculate (the)".
+:func:`asked_phrase` reads the words from there to the first number, punctuation mark or stop word
+(a preposition, auxiliary or conjunction: "the NPV *of* the project" asks for "npv"), on past "of"
+after a word that names no quantity ("the number of hours") and with the unit of a closing "in"
+("time in hours"); :func:`minicache.hit.wording.asked_words` keeps its words but function words, in
+lower case. A possessive's owner is no part of it ("the project's NPV" asks for "npv" too).
 
 A question with no such phrase ("Current ratio, please") asks for nothing this module can read; the
 wording check looks for an entry's asked words anywhere in a request's question, so such a request
@@ -20,13 +20,16 @@ may still write them (:mod:`minicache.hit.wording`).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-# Where an asked quantity starts: right after one of these (case-insensitive).
+# Where an asked quantity starts: right after one of these (case-insensitive); after "how" the
+# adjective ("how *long*", "how *old*") is the phrase's first word.
 _OPENER = re.compile(
-    r"\b(?:how\s+(?:many|much)"
-    r"|what(?:'s|\s+(?:is|was|are|were|will\s+be|would\s+be))"
+    r"\b(?:(?:how\s+(?:many|much)(?:\s+(?:is|was|are|were))?"
+    r"|what(?:['’]s|\s+(?:is|was|are|were|will\s+be|would\s+be))"
     r"|calculate|compute|find|determine|estimate)\b"
-    r"(?:\s+(?:the|its|their|his|her|a|an|total\s+of\s+the))?\s+",
+    r"(?:\s+(?:the|its|their|his|her|a|an|total\s+of\s+the))?\s+"
+    r"|how\s+(?=(?:long|far|old|big|tall|large)\b))",
     re.I,
 )
 # A phrase's words: letters, with inner apostrophes, hyphens, slashes and brackets ("P/E",
@@ -53,11 +56,16 @@ def asked_phrase(question: str) -> str | None:
     """The asked quantity's text in ``question`` (its last one: a question's ask comes last, after
     the story), or None where no opener stands before a word. A possessive owner is left out ("the
     project's NPV" asks for "NPV")."""
+    return next(asked_phrases(question), None)
+
+
+def asked_phrases(question: str) -> Iterator[str]:
+    """Every asked phrase of ``question``, the last first: a caller skips one that names no
+    quantity ("Compute *your answer* to 2 decimals" after the question)."""
     for opener in reversed(list(_OPENER.finditer(question))):
         kept = [w for w in _phrase_at(question, opener.end()) if not _POSSESSIVE.search(w)]
         if kept:
-            return " ".join(kept)
-    return None
+            yield " ".join(kept)
 
 
 def _phrase_at(question: str, start: int) -> list[str]:

@@ -16,14 +16,16 @@ The check runs after every other hit check (:meth:`minicache.hit.verify.HitVerif
 request another check refuses is refused for that check's reason, and reviewed as its refusals are.
 
 A question that writes an operation word none of the examples wrote ("How many *more* pages" of an
-entry that adds them: ``OPERATION_WORDS``, recorded as ``profile["operations"]``) is refused, and
-so is one that does not write the words of the quantity every example asked for (``profile["asked"]``,
+entry that adds them: ``OPERATION_WORDS``, recorded as ``profile["operations"]``) is refused, and so
+is one that does not write the words of the quantity every example asked for (``profile["asked"]``,
 read from each example's asked phrase by :mod:`minicache.hit.asked`: "How many *hours*", "What is
-its *area*"). ``VerifyConfig.wording`` chooses what is checked: ``operations`` the operation words
-only; ``asked`` (the default) the asked quantity's words as well; ``full`` every content word as
-well. Learned from the two or three examples a build validates on, the content words hold words the
-examples share by chance ("company", "portfolio"), and on the Formula stream the full check refused
-most early would-be hits (docs/hits.md); the asked quantity's words are few and seldom incidental.
+its *area*"), or whose own asked phrase shares none of them ("What is the *sale price*" where the
+examples asked for "the discount", even where its story writes "a 20% discount").
+``VerifyConfig.wording`` chooses what is checked: ``operations`` the operation words only; ``asked``
+(the default) the asked quantity's words as well; ``full`` every content word as well. Learned from
+the two or three examples a build validates on, the content words hold words the examples share by
+chance ("company", "portfolio"), and on the Formula stream the full check refused most early
+would-be hits (docs/hits.md); the asked quantity's words are few and seldom incidental.
 
 A refusal is reviewed like the others (:mod:`minicache.hit.refusals`): where the entry's program
 on the request's values gives the miss path's answer, that answer is evidence for each word the
@@ -42,13 +44,18 @@ from typing import Any
 
 from minicache.config.engine import Wording
 from minicache.errors import HitRefused
-from minicache.hit.asked import asked_phrase
+from minicache.hit.asked import asked_phrases
 from minicache.hit.checks import Check
 from minicache.request import CONTEXT_SEPARATOR
 
 KEY = "wording"
 OPERATIONS = "operations"  # the operation words the examples' questions wrote (any of them)
 ASKED = "asked"  # the words of the asked quantity every example's question wrote
+ASKED_ALSO = "asked_also"  # other words a request's asked quantity was shown to name (reviews)
+# Words of an asked phrase that name no quantity: "dollars *per* day" asks what "each day" does,
+# "apples in *total*" what "apples" does, and "your *answer*" in "Compute your answer to 2
+# decimals" is no quantity at all.
+ASKED_IGNORED = frozenset("per each total all answer result known".split())
 EVIDENCE = "wording_evidence"  # word -> the miss answers of refusals its review matched
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 # Possessive, and never started inside a number: a run of thousands of digits or spaces is read once.
@@ -116,10 +123,12 @@ def operation_words(text: str) -> set[str]:
 
 def asked_words(question: str) -> set[str] | None:
     """The content words of ``question``'s asked quantity (:mod:`minicache.hit.asked`: "How many
-    *minutes*"), or None where it has no asked phrase."""
-    phrase = asked_phrase(question)
-    words = None if phrase is None else plain_words(phrase)
-    return words or None  # a phrase of function words only ("the value") names no quantity
+    *minutes*"), from its last asked phrase that names one, or None where none does."""
+    for phrase in asked_phrases(question):
+        words = plain_words(phrase) - ASKED_IGNORED
+        if words:  # a phrase of function words only ("the value") names no quantity
+            return words
+    return None
 
 
 def plain_words(text: str) -> set[str]:
@@ -226,6 +235,19 @@ def _unasked(words: list[str], question: str) -> list[str]:
     return [w for w in words if w not in written]
 
 
+def other_quantity(profile: dict[str, Any], text: str) -> list[str]:
+    """The words of the quantity ``text``'s question asks for where they share none with the
+    recorded asked words (or those a review accepted, ``profile["asked_also"]``); none where the
+    question names no quantity or there is no record. A question that asks for "the sale price" is
+    refused by an entry whose examples asked for "the discount" even where its story writes
+    "discount", as word problems do ("a 20% discount ...")."""
+    recorded = set(profile.get(ASKED) or [])
+    own = asked_words(question_of(text)) if recorded else None
+    if own is None or own & (recorded | set(profile.get(ASKED_ALSO) or [])):
+        return []
+    return sorted(own)
+
+
 def missing_words(profile: dict[str, Any], text: str) -> list[str]:
     """The recorded words (every content word and the asked quantity's) ``text`` does not write."""
     return unexpected_words(profile, text)[0]
@@ -239,7 +261,8 @@ def check_wording(
     every content word every one wrote); the refusal carries the values the hit would have served
     and those words (for the review)."""
     missing, extra = unexpected_words(profile, text, mode)
-    if not missing and not extra:
+    other = other_quantity(profile, text) if mode in (Wording.ASKED, Wording.FULL) else []
+    if not missing and not extra and not other:
         return
     said = []
     if missing:
@@ -250,23 +273,32 @@ def check_wording(
         said.append(
             f"this request writes {', '.join(map(repr, extra))}, which no validated example wrote"
         )
+    if other:
+        said.append(
+            f"this request asks for {', '.join(map(repr, other))}, which no validated example "
+            "asked for"
+        )
+    words = {"missing": missing, "extra": extra, **({"asked": other} if other else {})}
     raise HitRefused(
-        Check.WORDING,
-        "; ".join(said),
-        readings={"hit": dict(values), "wording": {"missing": missing, "extra": extra}},
+        Check.WORDING, "; ".join(said), readings={"hit": dict(values), "wording": words}
     )
 
 
 def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) -> dict[str, Any]:
     """What a refusal whose values gave the miss answer ``answer`` teaches: each of its words
-    (``{"missing": [...], "extra": [...]}``) gains the answer as evidence, and a word whose evidence
-    holds ``EVIDENCE_NEEDED`` different answers stops being required (a missing word) or joins the
-    operation words (an extra one). Returns the changes: ``"learned"`` and ``"evidence"``."""
+    (``{"missing": [...], "extra": [...], "asked": [...]}``) gains the answer as evidence, and a
+    word whose evidence holds ``EVIDENCE_NEEDED`` different answers stops being required (a missing
+    word), joins the operation words (an extra one) or names the entry's quantity too (a word of
+    the request's own asked phrase: ``profile["asked_also"]``; the recorded asked words it left out
+    are then kept, so the check stays on). Returns the changes: ``"learned"`` and ``"evidence"``."""
     evidence: dict[str, list[str]] = {k: list(v) for k, v in (profile.get(EVIDENCE) or {}).items()}
     key = repr(answer)
     learned: list[str] = []
-    for kind in ("missing", "extra"):
+    asked = set(profile.get(ASKED) or [])
+    for kind in ("missing", "extra", "asked"):
         for word in words.get(kind) or []:
+            if kind == "missing" and word in asked and words.get("asked"):
+                continue  # the request named the quantity otherwise: that is what is learned
             seen = evidence.setdefault(f"{kind}:{word}", [])
             if key not in seen:
                 seen.append(key)
@@ -279,6 +311,8 @@ def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) 
             for record in (KEY, ASKED):
                 if record in profile:
                     profile[record] = [w for w in profile[record] if w != word]
+        elif kind == "asked":
+            profile[ASKED_ALSO] = sorted({*(profile.get(ASKED_ALSO) or []), word})
         else:
             profile[OPERATIONS] = sorted({*(profile.get(OPERATIONS) or []), word})
     profile[EVIDENCE] = evidence
@@ -297,10 +331,12 @@ def merged_wording(
     operations = set(ours.get(OPERATIONS) or []) | set(theirs.get(OPERATIONS) or [])
     for text in (*our_texts, *their_texts):
         operations |= operation_words(question_of(text))
+    also = set(ours.get(ASKED_ALSO) or []) | set(theirs.get(ASKED_ALSO) or [])
     return {
         KEY: sorted(_required(ours, our_texts, KEY) & _required(theirs, their_texts, KEY)),
         OPERATIONS: sorted(operations),
         ASKED: sorted(_required(ours, our_texts, ASKED) & _required(theirs, their_texts, ASKED)),
+        **({ASKED_ALSO: sorted(also)} if also else {}),
     }
 
 

@@ -12,13 +12,16 @@ AREA = [
 
 
 def test_each_rule_refuses_what_its_setting_refuses():
-    profile = learn_wording(AREA)
-    elsewhere = "What is the size of a plot of 6 feet by 3 feet, as an area?"
+    garden = [text.replace("the area of the plot", "the garden area") for text in AREA]
+    profile = learn_wording(garden)
+    assert profile["asked"] == ["area", "garden"]
+    elsewhere = "A garden plot measures 6 feet by 3 feet. What is the area of this garden plot?"
     assert not wording_refusals.refused_by("asked", profile, elsewhere)
-    assert wording_refusals.refused_by("asked-phrase", profile, elsewhere)  # its phrase: "size"
-    compound = "A garden plot measures 6 feet by 3 feet. What is the total area of the plot?"
+    assert wording_refusals.refused_by("asked-phrase", profile, elsewhere)  # its phrase: "area"
+    profile = learn_wording(AREA)
+    compound = "A garden plot measures 6 feet by 3 feet. What is the usable area of the plot?"
     assert not wording_refusals.refused_by("asked", profile, compound, AREA)
-    assert wording_refusals.refused_by("asked-novel", profile, compound, AREA)  # "total"
+    assert wording_refusals.refused_by("asked-novel", profile, compound, AREA)  # "usable"
     perimeter = "A garden plot measures 6 feet by 3 feet. What is the perimeter of the plot?"
     assert wording_refusals.refused_by("asked", profile, perimeter)
     assert not wording_refusals.refused_by("operations", profile, perimeter)

@@ -16,9 +16,10 @@ empty for that reason.
 Rules, as columns:
 
 * ``asked``: the asked quantity's words every example wrote, looked for anywhere in the request's
-  question (the default check, ``VerifyConfig.wording = "asked"``, with the operation words);
-* ``asked-phrase``: the same words, looked for only in the request's own asked phrase (not a
-  setting: measured to show why the words are looked for anywhere);
+  question, and a request's own asked phrase that shares none of them (the default check,
+  ``VerifyConfig.wording = "asked"``, with the operation words);
+* ``asked-phrase``: the same, with the words required in the request's own asked phrase (not a
+  setting: measured to show why they are looked for anywhere);
 * ``asked-novel``: with ``asked``, a word in the request's asked phrase that no example's question
   wrote ("How much *compound* interest" of a simple-interest entry; not a setting: measured to show
   what checking the words a request adds would cost);
@@ -33,12 +34,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from minicache.config.engine import Wording
+from minicache.errors import HitRefused
 from minicache.hit.wording import (
     asked_words,
+    check_wording,
     learn_wording,
     plain_words,
     question_of,
-    unexpected_words,
 )
 from minicache.request import request_text
 from minicache_bench.data import load
@@ -61,8 +63,11 @@ def refused_by(
         if phrase is not None and any(w not in phrase for w in recorded):
             return True
         rule = "asked"  # no asked phrase: the words are looked for anywhere
-    missing, extra = unexpected_words(profile, text, Wording(rule))
-    return bool(missing or extra)
+    try:
+        check_wording(profile, text, {}, Wording(rule))
+    except HitRefused:
+        return True
+    return False
 
 
 def measure(dataset: str, split: str | None, examples: int) -> str:
