@@ -113,6 +113,18 @@ def test_breakdown_counts_hits_refusals_and_builds(
     assert "builds: 1, 1 ok (2.5-2.5 s, mean 2.5 s), 0 failed" in out
 
 
+def test_breakdown_of_the_first_requests_compares_that_prefix_with_pot(
+    earlier: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["breakdown", str(earlier.parent), "--first", "2"])
+    breakdown.main()
+    out = capsys.readouterr().out.splitlines()
+    # r1 4.0 s and r2 0.01 s against pot's 4.0 s twice: 8.0 / 4.01
+    assert out[0].startswith("first 2 requests: 1.995x pot [")
+    assert "accuracy 100.0% against pot's 100.0% (+0.0 points" in out[0]
+    assert out[1] == "2 requests answered by both methods"
+
+
 def test_compare_lists_only_the_requests_served_differently(
     earlier: Path, later: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

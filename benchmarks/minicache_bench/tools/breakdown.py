@@ -14,7 +14,10 @@ the rows alone (no model, no store):
 * the builds: how many, how many succeeded, and their compute seconds (wall time less lock waits);
 * the seconds requests waited, before their timers, for a build to step aside (``waited_s``).
 
-Only the requests both methods answered are compared.
+Only the requests both methods answered are compared. ``--first N`` reads only the first ``N`` of
+them, and the first line then gives their speed and accuracy against pot with the report's paired
+intervals (:func:`minicache_bench.stats.compare`): a stopped run compared with the same prefix of a
+finished one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from minicache_bench.stats import compare
+
 
 def load(path: Path) -> tuple[list[dict], dict[str, dict]]:
     """minicache's rows in stream order, and pot's rows by request id."""
@@ -35,6 +40,21 @@ def load(path: Path) -> tuple[list[dict], dict[str, dict]]:
     pot = {r["id"]: r for r in rows if r["method"] == "pot"}
     cache = [r for r in rows if r["method"] == "minicache" and r["id"] in pot]
     return cache, pot
+
+
+def prefix_line(cache: list[dict], pot: dict[str, dict]) -> str:
+    """The speed and accuracy of ``cache``'s requests against pot's, with 95% paired intervals."""
+    result = compare(cache, [pot[r["id"]] for r in cache])
+    if result is None or result["latency_ratio"] is None:
+        return "first 0 requests: nothing to compare"
+    low, high = result["latency_ratio_ci95"]
+    d_low, d_high = (100 * x for x in result["accuracy_diff_ci95"])
+    return (
+        f"first {result['n']} requests: {result['latency_ratio']:.3f}x pot [{low:.3f}, {high:.3f}], "
+        f"accuracy {result['accuracy']:.1%} against pot's {result['ref_accuracy']:.1%} "
+        f"({100 * result['accuracy_diff']:+.1f} points [{d_low:+.1f}, {d_high:+.1f}], "
+        f"McNemar p = {result['mcnemar_p']:.2g})"
+    )
 
 
 def refusal_kind(reason: str) -> str:
@@ -52,8 +72,14 @@ def main() -> None:
     ap.add_argument(
         "--slow", type=float, default=1.0, help="list hits slower than this many seconds"
     )
+    ap.add_argument(
+        "--first", type=int, default=None, help="read only the first N requests (in stream order)"
+    )
     args = ap.parse_args()
     cache, pot = load(args.path)
+    if args.first is not None:
+        cache = cache[: args.first]
+        print(prefix_line(cache, pot))
     n = len(cache)
     print(f"{n} requests answered by both methods")
 
