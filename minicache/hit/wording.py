@@ -215,21 +215,26 @@ def unexpected_words(
         written = content_words(question, openers=True)
         missing = [w for w in profile.get(KEY) or [] if w not in written]
     if mode in (Wording.FULL, Wording.ASKED):
-        missing += [w for w in _unasked(profile.get(ASKED) or [], question) if w not in missing]
+        missing += [w for w in _unasked(profile, question) if w not in missing]
     extra: list[str] = []
     if OPERATIONS in profile and mode != Wording.OFF:
         extra = sorted(operation_words(question) - set(profile[OPERATIONS]))
     return missing, extra
 
 
-def _unasked(words: list[str], question: str) -> list[str]:
-    """Those of the asked quantity's ``words`` that ``question`` does not write. They are looked for
+def _unasked(profile: dict[str, Any], question: str) -> list[str]:
+    """The recorded asked words that ``question`` does not write; none where its own asked phrase
+    names the quantity as a review learned it may (``profile["asked_also"]``). They are looked for
     anywhere in the question, not only in its own asked phrase: requests of one computation name
     their quantity in many ways ("the NPV", "the accumulation at the term end"), and requiring the
     words in the request's own asked phrase refuses many more of them (docs/hits.md). Any word of
     the question counts, names and words after a number included ("What was the 2019 *revenue*",
     "the plot's *Area*"): the word after a number and its unit are the other checks'."""
+    words = profile.get(ASKED) or []
     if not words:
+        return []
+    also = set(profile.get(ASKED_ALSO) or [])
+    if also & (asked_words(question) or set()):
         return []
     written = plain_words(question)
     return [w for w in words if w not in written]
