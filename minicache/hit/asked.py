@@ -97,6 +97,5 @@ def _phrase_at(question: str, start: int) -> list[str]:
 def _closes(question: str, at: int) -> bool:
     """Whether the phrase ends at ``at``: the question ends, or a punctuation mark or a stop word
     follows."""
-    rest = question[at : at + 40].lstrip()
-    first = re.match(r"[A-Za-z]+", rest)
-    return first is None or rest[0] != first.group()[0] or first.group().lower() in STOPS
+    first = re.match(r"[A-Za-z]+", question[at : at + 40].lstrip())
+    return first is None or first.group().lower() in STOPS
