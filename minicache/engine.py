@@ -90,6 +90,7 @@ class MiniCache:
             per_group=self.config.route_per_group,
             exact_rows=self.config.route_exact_rows,
             word_slots=self.config.route_word_slots,
+            table_rows=self.config.route_table_rows,
         )
         self.sandbox = sandbox or SandboxPool()
         self._own_sandbox = sandbox is None
@@ -244,7 +245,7 @@ class MiniCache:
         failed); a recorded miss may start the group's build."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        decision = self.router.route(tenant, question, group)
+        decision = self.router.route(tenant, question, group, context)
         timings["route_s"] = time.perf_counter() - t
         known = self.store.get_group(tenant, decision.group_id) if passthrough else None
         if known is not None and known.status == "uncacheable":
@@ -370,6 +371,7 @@ class MiniCache:
             tenant,
             lambda: self.router.embedder,
             self.router.recorded,
+            self.config.route_table_rows,
         )
 
     def warm_start(self, path: str | Path, tenant: str = "default") -> int:
@@ -380,6 +382,7 @@ class MiniCache:
             tenant,
             lambda: self.router.embedder,
             self.router.recorded,
+            self.config.route_table_rows,
         )
 
     def close(self) -> None:

@@ -298,6 +298,7 @@ def import_entries(
     tenant: str,
     embedder: Callable[[], Embedder] | None,
     recorded: Callable[[str, str, np.ndarray], None] | None = None,
+    table_rows: bool = True,
 ) -> int:
     """Write validated ``entries`` into ``tenant`` in one transaction; returns how many.
 
@@ -306,7 +307,8 @@ def import_entries(
     costs time); with None they are stored unembedded and serve only requests labelled with their
     group. Embedding happens before the transaction, so no lock is held while a model runs. After
     the commit, ``recorded(tenant, group_id, vector)`` is told of every embedded example (an
-    engine's in-memory routing index, so that they route at once, not at its next refresh)."""
+    engine's in-memory routing index, so that they route at once, not at its next refresh).
+    ``table_rows``: the routing engine's ``route_table_rows``, which the vectors follow."""
     if (
         not isinstance(tenant, str)
         or not tenant.strip()
@@ -344,7 +346,9 @@ def import_entries(
         rows.append(entry)
         for x in item.examples:
             vector: np.ndarray | None = (
-                embed_request(model, x.question) if model is not None else None
+                embed_request(model, x.question, x.context, table_rows)
+                if model is not None
+                else None
             )
             examples.append(
                 Example(

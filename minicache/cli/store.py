@@ -183,9 +183,11 @@ def entries_import(runtime: Runtime, path: str, store: str, tenant: str) -> None
     that already has an active entry adds a version that supersedes it. Example requests in the
     file are embedded for routing, which needs the embedder (`minicache models`).
     """
+    from minicache.config.models import load_engine_config
     from minicache.portability import import_entries, load_export
 
     validated = load_export(path)
+    rows = load_engine_config().route_table_rows
     with _open(store, create=True) as s:
-        n = import_entries(s, validated, tenant, runtime.route_embedder())
+        n = import_entries(s, validated, tenant, runtime.route_embedder(), table_rows=rows)
     click.echo(f"imported {n} entries into tenant {tenant}")

@@ -181,6 +181,11 @@ class EngineConfig:
     # otherwise it refuses the hit for the miss path (minicache.hit.word_slots). Off: no benchmark
     # run has measured it on its own (docs/routing.md has a replay of routing alone).
     route_word_slots: bool = False
+    # Routing reads the words a question uses to name a row of its context's table as a value, like
+    # its numbers (minicache.hit.tables.without_row): questions asking one thing of different line
+    # items share a group. Which row a hit reads, and whether it asks what the entry's example asked,
+    # stay the table reader's to check. Off: each row named is routed by its words.
+    route_table_rows: bool = True
     frozen: bool = False  # no new builds (existing entries keep serving)
     # how long a build may hold its group's lease before others may take over
     build_lease_s: float = 600.0

@@ -131,6 +131,37 @@ def question_row(table: Table, question: str) -> int | None:
     return scored[0][2]
 
 
+ROW = "ROW"  # what :func:`without_row` writes in place of the words that name the table's row
+# ROW words joined by marks or glue words ("Income *on* investments", "Property, Plant, *and*
+# Equipment") are one run
+_ROW_RUN = re.compile(rf"\b{ROW}(?:(?:[^\w]+|[^\w]*\b(?:{'|'.join(sorted(_GLUE))})\b)+{ROW}\b)+")
+
+
+def without_row(question: str, context: str | None) -> str:
+    """``question`` with the words that name its table's row (:func:`question_row`) written as
+    ``ROW``, once per run of them; ``question`` itself where the context has no table or the
+    question names no row of it.
+
+    Why routing reads this: questions over a table ask one thing of whichever row they name
+    ("the percentage change in *deferred revenue*", "... in *Total Communications Solutions*"), and
+    the row's words, often more of them than the frame's, made each line item a group of its own
+    (TAT-QA's dev split: 133 groups for 23 computations). The row is a value of the request like
+    its numbers; what the question asks of it (the frame) is what groups it. Which row a hit reads
+    is still :func:`align_table`'s to find, and a request whose frame differs from the example's
+    is still refused there."""
+    table = parse_table(context) if context else None
+    row = question_row(table, question) if table else None
+    if table is None or row is None:
+        return question
+    named = _content(table.labels[row])
+
+    def masked(word: re.Match[str]) -> str:
+        w = word.group().lower()
+        return ROW if len(w) >= 2 and w not in _STOP and w[:5] in named else word.group()
+
+    return _ROW_RUN.sub(ROW, re.sub(r"[A-Za-z]+", masked, question))
+
+
 def cell_value(cell: str) -> tuple[float | int, bool] | None:
     """The number a cell writes and whether it is in parentheses; None for an empty cell ("—") or
     one that writes several numbers."""

@@ -146,7 +146,7 @@ class MissPath:
             t = time.perf_counter()
             self.store.ensure_group(tenant, group_id, label=label)
             if embedding is None:
-                embedding = self.router.embed_request(question)
+                embedding = self.router.embed_request(question, context)
             self.store.add_example(
                 Example(
                     id=new_id("ex"),

@@ -1,8 +1,9 @@
 """Route a request to its group without a client label.
 
 A group is a set of requests that need the same computation. We compare a request's *skeleton*
-(the text with numbers, amounts, percentages, dates and quoted entities masked, so that only the
-wording of the computation remains), embedded, against the skeletons of the examples the tenant has
+(the text with numbers, amounts, percentages, dates and quoted entities masked, and with
+``route_table_rows`` the words that name a row of the request's table, so that only the wording of
+the computation remains), embedded, against the skeletons of the examples the tenant has
 served (kept in memory, a capped set per group: :mod:`minicache.route.index`), and join the group of
 the nearest one if its cosine similarity reaches the threshold; otherwise the request starts a new
 group.
@@ -42,6 +43,7 @@ import numpy as np
 
 from minicache.config.engine import ROUTE_EMBEDDERS
 from minicache.errors import ConfigError
+from minicache.hit.tables import without_row
 from minicache.route.index import EXACT_ROWS, RouteIndex
 from minicache.route.slots import CANDIDATES, GroupWords, slot_aligned, words
 from minicache.store.base import Store, new_id
@@ -120,9 +122,20 @@ class LazyMiniLM:
         return shared_embedder().embed(texts)
 
 
-def embed_request(embedder: Embedder, question: str) -> np.ndarray:
-    """The vector a request is compared by: its skeleton (values masked), embedded, as float32."""
-    return np.asarray(embedder.embed([skeleton(question)])[0], dtype=np.float32)
+def routed_skeleton(question: str, context: str | None = None, table_rows: bool = True) -> str:
+    """What a request is routed by: the skeleton of its question, with the words that name its
+    table's row masked too where ``table_rows`` (``EngineConfig.route_table_rows``;
+    :func:`minicache.hit.tables.without_row`: a row is a value of the request, like its numbers)."""
+    return skeleton(without_row(question, context) if table_rows else question)
+
+
+def embed_request(
+    embedder: Embedder, question: str, context: str | None = None, table_rows: bool = True
+) -> np.ndarray:
+    """The vector a request is compared by: its routed skeleton (:func:`routed_skeleton`),
+    embedded, as float32."""
+    routed = routed_skeleton(question, context, table_rows)
+    return np.asarray(embedder.embed([routed])[0], dtype=np.float32)
 
 
 @dataclass
@@ -148,6 +161,7 @@ class Router:
         per_group: int = 32,
         exact_rows: int = EXACT_ROWS,
         word_slots: bool = False,
+        table_rows: bool = True,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -163,15 +177,16 @@ class Router:
         )
         # New groups whose first request is still being served (not yet in the store), so that
         # concurrent first requests of one template join one group instead of starting several.
-        self._pending: dict[str, list[tuple[str, str, np.ndarray]]] = {}
+        self._pending: dict[str, list[tuple[str, str, np.ndarray, tuple[str, ...]]]] = {}
         self._lock = threading.Lock()
         self.word_slots = word_slots
+        self.table_rows = table_rows
         self.group_words = GroupWords(self._stored_skeletons)
         # (tenant, group) -> when the store last said it has the group (index clock)
         self._listed_at: dict[tuple[str, str], float] = {}
 
     def _stored_skeletons(self, tenant: str, group_id: str) -> list[str]:
-        return [skeleton(x.question) for x in self.store.examples(tenant, group_id)]
+        return [self._routed(x.question, x.context) for x in self.store.examples(tenant, group_id)]
 
     def _reembed(self, tenant: str, group_id: str) -> np.ndarray:
         """A group's newest stored examples (as many as the index keeps), embedded by this router's
@@ -179,7 +194,8 @@ class Router:
         examples = self.store.examples(tenant, group_id)[-self.index.per_group :]
         if not examples:
             return np.zeros((0, 0), dtype=np.float32)
-        return self.embedder.embed([skeleton(x.question) for x in examples]).astype(np.float32)
+        texts = [self._routed(x.question, x.context) for x in examples]
+        return self.embedder.embed(texts).astype(np.float32)
 
     def recorded(self, tenant: str, group_id: str, vector: np.ndarray) -> None:
         """An example this process stored: later requests route to it without waiting for a refresh."""
@@ -228,18 +244,23 @@ class Router:
             if self.store.get_group(tenant, gid) is None:  # its first request recorded nothing
                 self.group_words.drop(tenant, gid)
 
-    def embed_request(self, question: str) -> np.ndarray:
-        return embed_request(self.embedder, question)
+    def _routed(self, question: str, context: str | None) -> str:
+        return routed_skeleton(question, context, self.table_rows)
 
-    def route(self, tenant: str, question: str, group: str | None = None) -> RouteDecision:
-        vector = self.embed_request(question)
+    def embed_request(self, question: str, context: str | None = None) -> np.ndarray:
+        return embed_request(self.embedder, question, context, self.table_rows)
+
+    def route(
+        self, tenant: str, question: str, group: str | None = None, context: str | None = None
+    ) -> RouteDecision:
+        vector = self.embed_request(question, context)
         if group is not None:
             gid = f"label:{group}"
             return RouteDecision(
                 gid, self.store.get_group(tenant, gid) is None, 1.0, vector, explicit=True
             )
         best_id, nearest = self._nearest_listed(tenant, vector)
-        seq = words(skeleton(question)) if self.word_slots else ()
+        seq = words(self._routed(question, context)) if self.word_slots else ()
         slotted = None
         if seq and nearest < self.threshold:  # outside the lock: it may read the store
             slotted = self._slot_group(
@@ -247,22 +268,20 @@ class Router:
             )
         with self._lock:
             pending = list(self._pending.get(tenant, []))
-            for gid, _q, vec in pending:
+            for gid, _q, vec, _seq in pending:
                 sim = float(vec @ vector)
                 if sim > nearest:
                     nearest, best_id = sim, gid
             if best_id is not None and nearest >= self.threshold:
                 return self._joined(tenant, seq, RouteDecision(best_id, False, nearest, vector))
             if slotted is None and seq:
-                slotted = next(
-                    (g for g, q, _v in pending if slot_aligned(seq, words(skeleton(q)))), None
-                )
+                slotted = next((g for g, _q, _v, kept in pending if slot_aligned(seq, kept)), None)
             if slotted is not None:
                 decision = RouteDecision(slotted, False, nearest, vector, by_word_slots=True)
                 return self._joined(tenant, seq, decision)
             # A new group is only written to the store when its first example is recorded.
             gid = new_id("grp")
-            self._pending.setdefault(tenant, []).append((gid, question, vector))
+            self._pending.setdefault(tenant, []).append((gid, question, vector, seq))
             if seq:
                 self.group_words.add(tenant, gid, seq, new=True)
             return RouteDecision(gid, True, nearest, vector)
