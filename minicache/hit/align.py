@@ -38,6 +38,7 @@ against them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,7 +141,7 @@ def align(exemplar: dict[str, Any], text: str) -> Alignment:
             values,
             False,
             f"{left.readings[0].text.strip()!r} is left over, a {left.kind} number "
-            "like the template's",
+            "no variable reads",
         )
     return Alignment(values, True)
 
@@ -196,23 +197,46 @@ def _read(slots: dict[str, Any], chosen: dict[str, Position]) -> dict[str, Any]:
     }
 
 
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
 def _left_over(
     slots: dict[str, Any],
     chosen: dict[str, Position],
     pos: list[Position],
     constants: list[tuple[Any, ...]],
 ) -> Position | None:
-    """A number no slot took, of a kind the template uses, that is not a constant of the wording."""
-    kinds = {slot["kind"] for slot in slots.values()}
+    """A number no slot took that is not a constant of the wording: of a kind the template uses,
+    or a plain number, which may count what a slot's value is per ("3 bikes at $400 *each*"). A
+    calendar year ("In 2019, ...") is a date, not a quantity, and is never left over."""
+    kinds = {slot["kind"] for slot in slots.values()} | {"plain"}
     used = {p.start for p in chosen.values()}
     return next(
         (
             p
             for p in pos
-            if p.start not in used and p.kind in kinds and (p.kind, p.values()[0]) not in constants
+            if p.start not in used
+            and p.kind in kinds
+            and (p.kind, p.values()[0]) not in constants
+            and not (p.kind == "plain" and _YEAR.fullmatch(p.readings[0].text.strip()))
         ),
         None,
     )
+
+
+def left_beside(exemplar: dict[str, Any], text: str, values: dict[str, Any]) -> Position | None:
+    """A number of ``text`` that none of ``values`` reads and that ``exemplar``'s own alignment
+    would leave over (:func:`_left_over`); None for a table exemplar, which reads cells, not every
+    number. Why: a reading another reader made (a keyword rule) passed where alignment saw "a
+    further *10%* off" beside the discount it read, and the entry's program has no place for it."""
+    if "table" in exemplar:
+        return None
+    slots = {n: s for n, s in (exemplar.get("slots") or {}).items() if s.get("kind") != "text"}
+    pos = positions(text)
+    read = [v for v in values.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    chosen = {str(p.start): p for p in pos if any(v in p.values() for v in read)}
+    constants = [tuple(c) for c in exemplar.get("constants") or []]
+    return _left_over(slots, chosen, pos, constants)
 
 
 def _eliminated(

@@ -46,13 +46,20 @@ def variable_cues(var: Variable, profile: dict[str, Any]) -> set[str]:
     """Words that say what a variable is: its name and the name's acronym ("eps"), its description
     (with the example's own words, which lifting records after EXAMPLE_MARK), its cue words in each
     exemplar, and those learned from context refusals the miss path showed unfounded
-    (``profile["cues"]``, :mod:`minicache.hit.refusals`)."""
+    (``profile["cues"]``, :mod:`minicache.hit.refusals`). Never a word of another variable's name
+    that its own name lacks: the example's words in a description ("... 12 boys and 8 girls")
+    hold the neighbour's name, and "boys" as a cue of girls made the word that tells boys from girls
+    one they share, so incidental words decided their order."""
     said = var.name.replace("_", " ") + " " + var.description.replace(EXAMPLE_MARK, " ")
     words = re.findall(r"[a-z]+", said.lower())
     found = set(stems(words)) | {a for a in [acronym(name_stems(var.name))] if a}
+    others: set[str] = set()
     for ex in profile.get("exemplars", []):
-        found |= set((ex.get("slots", {}).get(var.name) or {}).get("cues", []))
-    return found | set((profile.get("cues") or {}).get(var.name, []))
+        slots = ex.get("slots") or {}
+        found |= set((slots.get(var.name) or {}).get("cues", []))
+        others |= {s for name in slots if name != var.name for s in name_stems(name)}
+    found |= set((profile.get("cues") or {}).get(var.name, []))
+    return found - (others - set(name_stems(var.name)))
 
 
 def telling_words(text: str, pos: list[Position]) -> dict[int, Words]:

@@ -121,6 +121,7 @@ TOKEN = re.compile(r"[^\W\d_]+(?:_[^\W_]+)+|[a-z]+|[,;.:!?]")
 # What a number counts is the word right after it ("30 minutes", "5-year", "$2.4 million loan"):
 # spaces or one hyphen between them; no punctuation, no line break, no tab (a table's next cell).
 _WORD_AFTER = re.compile(r"(?: *|-)([a-z]+)")
+_PER_WHAT = re.compile(r" +([a-z]+)")
 _LAST_DIGIT = re.compile(r"\d(?=\D*$)")
 _ORDINAL = {"st", "nd", "rd", "th"}  # glued to a number ("5th"), a suffix, no word
 _SCALE = re.compile(r"[a-z]+$")
@@ -144,15 +145,20 @@ def word_after(text: str, pos: Position) -> str | None:
     :func:`scale_word` tells the scales apart). None where punctuation, a symbol ("5%"), a tab or
     the end of a line follows, for a number written as a word, for an ordinal's suffix ("5th"),
     and where the word is a function word ("$2 *and* ...", "5 *of* them"), which says nothing about
-    what the number counts."""
+    what the number counts. "per" is read with the word it takes ("0.05 *per quarter*"): a rate's
+    period is its unit."""
     last = _LAST_DIGIT.search(pos.readings[0].text)
     if last is None:
         return None
     end = pos.end if len(pos.readings) > 1 else pos.start + last.end()
-    found = _WORD_AFTER.match(text[end : end + 40].lower())
+    after = text[end : end + 40].lower()
+    found = _WORD_AFTER.match(after)
     if found is None:
         return None
     word = found.group(1)
+    if word == "per":
+        period = _PER_WHAT.match(after, found.end())
+        return f"per {period.group(1)}" if period and period.group(1) not in _STOP else None
     if word in _STOP or word in SEPARATORS or (found.start(1) == 0 and word in _ORDINAL):
         return None
     return word

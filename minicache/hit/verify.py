@@ -36,7 +36,7 @@ from typing import Any
 
 from minicache.config.engine import VerifyConfig
 from minicache.errors import ExtractionError, HitRefused
-from minicache.hit.align import Alignment, align, same_value, same_values
+from minicache.hit.align import Alignment, align, left_beside, same_value, same_values
 from minicache.hit.checks import Check
 from minicache.hit.corroboration import corroborate, rule_readings
 from minicache.hit.extraction import Extraction, Extractor, Method, check_types
@@ -150,6 +150,8 @@ class HitVerifier:
                 f"rules read {by_rules}, alignment reads {aligned.values}",
                 readings={"rule": dict(by_rules), "align": dict(aligned.values)},
             )
+        if by_rules is not None and aligned is None:
+            _nothing_left_beside(profile, text, by_rules)
         zero_model_values: tuple[Method, dict[str, Any]] | None = (
             (Method.RULE, by_rules)
             if by_rules is not None
@@ -289,3 +291,21 @@ class HitVerifier:
 
     def check_answer(self, entry: Entry, value: Any) -> None:
         check_answer(entry.validation.get("profile") or {}, value, self.config.answer_range)
+
+
+def _nothing_left_beside(profile: dict[str, Any], text: str, values: dict[str, Any]) -> None:
+    """Refuse a keyword rule's reading where every exemplar's alignment finds a number of ``text``
+    left over beside it (:func:`minicache.hit.align.left_beside`): the rules read only the numbers
+    they know, and "a 20% discount, then a further 10% off" has one the entry's program has no place
+    for. An entry whose exemplars are all tables reads cells, not every number, and is not held
+    to this."""
+    exemplars = [ex for ex in profile.get("exemplars") or [] if "table" not in ex]
+    left = [left_beside(ex, text, values) for ex in exemplars]
+    if exemplars and all(p is not None for p in left):
+        first = next(p for p in left if p is not None)
+        raise HitRefused(
+            Check.RULE,
+            f"{first.readings[0].text.strip()!r} is left over beside the rules' reading, a "
+            f"{first.kind} number no variable reads",
+            readings={"rule": dict(values)},
+        )

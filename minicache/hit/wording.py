@@ -44,7 +44,14 @@ from typing import Any
 
 from minicache.config.engine import Wording
 from minicache.errors import HitRefused
-from minicache.hit.asked import asked_phrases
+from minicache.hit.asked import (
+    ASKED_OF,
+    OTHER_OPERANDS,
+    asked_by_verb,
+    asked_phrases,
+    common_operands,
+    other_operands,
+)
 from minicache.hit.checks import Check
 from minicache.request import CONTEXT_SEPARATOR
 
@@ -56,6 +63,9 @@ ASKED_ALSO = "asked_also"  # other words a request's asked quantity was shown to
 # "apples in *total*" what "apples" does, and "your *answer*" in "Compute your answer to 2
 # decimals" is no quantity at all.
 ASKED_IGNORED = frozenset("per each total all answer result known".split())
+# What a question that asks "how much" of a verb ("How much does the buyer pay") asks for, as an
+# asked word: no noun of a record names it, and a review can learn that it is the entry's quantity.
+BY_VERB = "(named by a verb)"
 EVIDENCE = "wording_evidence"  # word -> the miss answers of refusals its review matched
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 # Possessive, and never started inside a number: a run of thousands of digits or spaces is read once.
@@ -189,10 +199,12 @@ def learn_wording(texts: Iterable[str]) -> dict[str, list[str]]:
         return {}
     required = set.intersection(*(content_words(q) for q in questions))
     operations = set().union(*(operation_words(q) for q in questions))
+    of = common_operands(questions)
     return {
         KEY: sorted(required),
         OPERATIONS: sorted(operations),
         ASKED: sorted(_common_asked(questions)),
+        **({ASKED_OF: of} if of is not None else {}),
     }
 
 
@@ -245,9 +257,13 @@ def other_quantity(profile: dict[str, Any], text: str) -> list[str]:
     recorded asked words (or those a review accepted, ``profile["asked_also"]``); none where the
     question names no quantity or there is no record. A question that asks for "the sale price" is
     refused by an entry whose examples asked for "the discount" even where its story writes
-    "discount", as word problems do ("a 20% discount ...")."""
+    "discount", as word problems do ("a 20% discount ..."), and so is one that asks it of a verb
+    ("How much does the buyer pay", :data:`BY_VERB`)."""
     recorded = set(profile.get(ASKED) or [])
-    own = asked_words(question_of(text)) if recorded else None
+    question = question_of(text)
+    own = asked_words(question) if recorded else None
+    if own is None and recorded and asked_by_verb(question):
+        own = {BY_VERB}  # a review may learn it as any asked word (two different answers)
     if own is None or own & (recorded | set(profile.get(ASKED_ALSO) or [])):
         return []
     return sorted(own)
@@ -266,8 +282,10 @@ def check_wording(
     every content word every one wrote); the refusal carries the values the hit would have served
     and those words (for the review)."""
     missing, extra = unexpected_words(profile, text, mode)
-    other = other_quantity(profile, text) if mode in (Wording.ASKED, Wording.FULL) else []
-    if not missing and not extra and not other:
+    asked = mode in (Wording.ASKED, Wording.FULL)
+    other = other_quantity(profile, text) if asked else []
+    of = other_operands(profile, question_of(text)) if asked else []
+    if not missing and not extra and not other and not of:
         return
     said = []
     if missing:
@@ -283,7 +301,14 @@ def check_wording(
             f"this request asks for {', '.join(map(repr, other))}, which no validated example "
             "asked for"
         )
-    words = {"missing": missing, "extra": extra, **({"asked": other} if other else {})}
+    if of:
+        said.append(f"this request asks it of {of}, every validated example of {profile[ASKED_OF]}")
+    words = {
+        "missing": missing,
+        "extra": extra,
+        **({"asked": other} if other else {}),
+        **({"of": [OTHER_OPERANDS]} if of else {}),
+    }
     raise HitRefused(
         Check.WORDING, "; ".join(said), readings={"hit": dict(values), "wording": words}
     )
@@ -300,7 +325,7 @@ def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) 
     key = repr(answer)
     learned: list[str] = []
     asked = set(profile.get(ASKED) or [])
-    for kind in ("missing", "extra", "asked"):
+    for kind in ("missing", "extra", "asked", "of"):
         for word in words.get(kind) or []:
             if kind == "missing" and word in asked and words.get("asked"):
                 continue  # the request named the quantity otherwise: that is what is learned
@@ -318,6 +343,8 @@ def reviewed(profile: dict[str, Any], words: dict[str, list[str]], answer: Any) 
                     profile[record] = [w for w in profile[record] if w != word]
         elif kind == "asked":
             profile[ASKED_ALSO] = sorted({*(profile.get(ASKED_ALSO) or []), word})
+        elif kind == "of":
+            profile.pop(ASKED_OF, None)  # the entry answers other things asked of alike
         else:
             profile[OPERATIONS] = sorted({*(profile.get(OPERATIONS) or []), word})
     profile[EVIDENCE] = evidence
@@ -337,11 +364,13 @@ def merged_wording(
     for text in (*our_texts, *their_texts):
         operations |= operation_words(question_of(text))
     also = set(ours.get(ASKED_ALSO) or []) | set(theirs.get(ASKED_ALSO) or [])
+    of = ours.get(ASKED_OF)  # kept where both asked of the same things
     return {
         KEY: sorted(_required(ours, our_texts, KEY) & _required(theirs, their_texts, KEY)),
         OPERATIONS: sorted(operations),
         ASKED: sorted(_required(ours, our_texts, ASKED) & _required(theirs, their_texts, ASKED)),
         **({ASKED_ALSO: sorted(also)} if also else {}),
+        **({ASKED_OF: of} if of is not None and of == theirs.get(ASKED_OF) else {}),
     }
 
 
