@@ -74,7 +74,8 @@ def validate_request(
     return text, context, mode
 
 
-CONTEXT_SEPARATOR = "\n\nContext:\n"  # between a request's question and its context (minicache.hit.tables splits there)
+# between a request's question and its context (minicache.programs.tables splits there)
+CONTEXT_SEPARATOR = "\n\nContext:\n"
 
 
 def request_text(question: str, context: str | None) -> str:

@@ -182,7 +182,7 @@ class EngineConfig:
     # run has measured it on its own (docs/routing.md has a replay of routing alone).
     route_word_slots: bool = False
     # Routing reads the words a question uses to name a row of its context's table as a value, like
-    # its numbers (minicache.hit.tables.without_row): questions asking one thing of different line
+    # its numbers (minicache.programs.tables.without_row): questions asking one thing of different line
     # items share a group. Which row a hit reads, and whether it asks what the entry's example asked,
     # stay the table reader's to check. Off: each row named is routed by its words.
     route_table_rows: bool = True

@@ -43,7 +43,7 @@ import numpy as np
 
 from minicache.config.engine import ROUTE_EMBEDDERS
 from minicache.errors import ConfigError
-from minicache.hit.tables import without_row
+from minicache.programs.tables import without_row
 from minicache.route.index import EXACT_ROWS, RouteIndex
 from minicache.route.slots import CANDIDATES, GroupWords, slot_aligned, words
 from minicache.store.base import Store, new_id
@@ -125,7 +125,7 @@ class LazyMiniLM:
 def routed_skeleton(question: str, context: str | None = None, table_rows: bool = True) -> str:
     """What a request is routed by: the skeleton of its question, with the words that name its
     table's row masked too where ``table_rows`` (``EngineConfig.route_table_rows``;
-    :func:`minicache.hit.tables.without_row`: a row is a value of the request, like its numbers)."""
+    :func:`minicache.programs.tables.without_row`: a row is a value of the request, like its numbers)."""
     return skeleton(without_row(question, context) if table_rows else question)
 
 

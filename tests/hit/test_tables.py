@@ -11,8 +11,8 @@ from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
 from minicache.hit.align import align
 from minicache.hit.exemplars import learn_exemplar
-from minicache.hit.tables import parse_table, question_row
 from minicache.models import FakeBackend
+from minicache.programs.tables import parse_table, question_row
 from minicache.request import request_text
 from minicache.store import Example, SQLiteStore, Variable
 

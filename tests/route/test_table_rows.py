@@ -1,4 +1,4 @@
-"""Routing reads the row a question names in its table as a value (minicache.hit.tables.without_row):
+"""Routing reads the row a question names in its table as a value (minicache.programs.tables.without_row):
 questions that ask one thing of different line items route to one group.
 
 On TAT-QA's dev split each line item's words ("the percentage change in *Total Communications
@@ -14,8 +14,8 @@ import pytest
 
 from minicache.config.engine import VerifyConfig
 from minicache.engine import EngineConfig, MiniCache
-from minicache.hit.tables import ROW, without_row
 from minicache.models import FakeBackend
+from minicache.programs.tables import ROW, without_row
 from minicache.route.lexical import LexicalEmbedder
 from minicache.store import SQLiteStore
 

@@ -9,7 +9,7 @@ would send (the same selection and order) through :meth:`minicache.MiniCache.sol
 routing (the lexical embedder at its threshold), with a fake target that writes one constant
 program, so every request is a recorded miss and no entry is built: what routing alone does. It
 runs twice, at the default (``route_table_rows``: the words that name a row of the request's
-table are masked, :func:`minicache.hit.tables.without_row`) and with that option off, and prints
+table are masked, :func:`minicache.programs.tables.without_row`) and with that option off, and prints
 for each
 
 * the groups formed for the gold computations (the dataset's labels, which routing never reads);
