@@ -53,6 +53,7 @@ from minicache.hit.asked import (
     other_operands,
 )
 from minicache.hit.checks import Check
+from minicache.programs.tables import without_row
 from minicache.request import CONTEXT_SEPARATOR
 
 KEY = "wording"
@@ -91,7 +92,7 @@ FUNCTION_WORDS = frozenset(
 OPERATION_WORDS = frozenset(
     """
     more less fewer difference twice half double triple average remaining increase decrease
-    change percent percentage combined altogether
+    change percent percentage combined altogether loss deficit decline
     """.split()
 )
 # Reviewed refusals whose answers matched that a word needs before the review trusts it: one match
@@ -185,8 +186,11 @@ def _singular(word: str) -> str:
 
 def question_of(text: str) -> str:
     """The question of a request's text, without its context: a table or document is data the
-    program reads, and each request brings its own (another company's report)."""
-    return text.split(CONTEXT_SEPARATOR, 1)[0]
+    program reads, and each request brings its own (another company's report). The words that name
+    a row of its table are left out too (:func:`minicache.programs.tables.without_row`): "the
+    change in *net loss*" asks what "the change in *revenue*" does, as routing reads it."""
+    question, _, context = text.partition(CONTEXT_SEPARATOR)
+    return without_row(question, context or None, mask="")
 
 
 def learn_wording(texts: Iterable[str]) -> dict[str, list[str]]:

@@ -107,15 +107,18 @@ def question_row(table: Table, question: str) -> int | None:
 
 
 ROW = "ROW"  # what :func:`without_row` writes in place of the words that name the table's row
-# ROW words joined by marks or glue words ("Income *on* investments", "Property, Plant, *and*
+_NAMED = "\x00"  # a word that names the row, before runs of them become one mask
+# Named words joined by marks or glue words ("Income *on* investments", "Property, Plant, *and*
 # Equipment") are one run
-_ROW_RUN = re.compile(rf"\b{ROW}(?:(?:[^\w]+|[^\w]*\b(?:{'|'.join(sorted(_GLUE))})\b)+{ROW}\b)+")
+_ROW_RUN = re.compile(
+    rf"{_NAMED}(?:(?:[^\w{_NAMED}]+|[^\w{_NAMED}]*\b(?:{'|'.join(sorted(_GLUE))})\b)+{_NAMED})*"
+)
 
 
-def without_row(question: str, context: str | None) -> str:
+def without_row(question: str, context: str | None, mask: str = ROW) -> str:
     """``question`` with the words that name its table's row (:func:`question_row`) written as
-    ``ROW``, once per run of them; ``question`` itself where the context has no table or the
-    question names no row of it.
+    ``mask`` (``ROW``), once per run of them; ``question`` itself where the context has no table or
+    the question names no row of it.
 
     Why routing reads this: questions over a table ask one thing of whichever row they name
     ("the percentage change in *deferred revenue*", "... in *Total Communications Solutions*"), and
@@ -132,9 +135,9 @@ def without_row(question: str, context: str | None) -> str:
 
     def masked(word: re.Match[str]) -> str:
         w = word.group().lower()
-        return ROW if len(w) >= 2 and w not in _STOP and w[:5] in named else word.group()
+        return _NAMED if len(w) >= 2 and w not in _STOP and w[:5] in named else word.group()
 
-    return _ROW_RUN.sub(ROW, re.sub(r"[A-Za-z]+", masked, question))
+    return _ROW_RUN.sub(mask, re.sub(r"[A-Za-z]+", masked, question))
 
 
 def cell_value(cell: str) -> tuple[float | int, bool] | None:

@@ -17,9 +17,11 @@ from minicache.hit.wording import (
     learn_wording,
     merged_wording,
     missing_words,
+    question_of,
     reviewed,
     unexpected_words,
 )
+from minicache.request import request_text
 
 HOURS = [
     "Tom practices 30 minutes on Monday and 45 minutes on Tuesday. How many hours does he practice?",
@@ -284,3 +286,36 @@ def test_a_quantity_named_otherwise_is_learned_from_two_refusals_and_the_record_
 )
 def test_asked_words_of_common_phrasings(question: str, words: set[str]):
     assert asked_words(question) == words
+
+
+ROWS_TABLE = """ | 2019 | 2018
+Revenue | 4,023 | 2,316
+Net loss | (1,911) | (1,812)
+Other | 8 | 13"""
+
+
+def test_the_words_that_name_a_table_row_are_data_not_the_question():
+    examples = [
+        request_text(f"What was the change in {row} in 2019 from 2018?", ROWS_TABLE)
+        for row in ("revenue", "other")
+    ]
+    profile = learn_wording(examples)
+    assert "revenue" not in profile["wording"]  # a row the first example read from
+    # "loss" is a word that turns a gain round, but here it names the row the values come from
+    net_loss = request_text("What was the change in net loss in 2019 from 2018?", ROWS_TABLE)
+    check_wording(profile, net_loss, {}, Wording.ASKED)
+    assert question_of(net_loss) == "What was the change in  in 2019 from 2018?"
+
+
+def test_a_word_that_turns_the_quantity_round_is_an_operation_word():
+    profile = learn_wording(
+        [
+            f"Sam made a gain of ${g} on a cost of ${c}. What is the gain percentage?"
+            for g, c in ((500, 400), (90, 300))
+        ]
+    )
+    with pytest.raises(HitRefused) as refused:
+        check_wording(
+            profile, "Sam made a loss of $100 on a cost of $400. What is the gain percentage?", {}
+        )
+    assert "'loss'" in refused.value.reason
