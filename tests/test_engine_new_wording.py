@@ -161,14 +161,6 @@ def test_a_number_beside_the_rules_reading_that_no_variable_reads_is_refused(ser
     further = discount("jacket", 80, 20, ", then a further 10% off")
     TRUTH[further] = (TRUTH[further][0], "price - price * (1 - rate / 100) * 0.9")
     assert "'10%' is left over" in refused(mc, further, "rule")
-    each = asks(
-        "A shop sells 3 jackets with a list price of $80 each at a 20% discount. How much is the "
-        "discount?",
-        "3 * price * rate / 100",
-        price=(80, "list price in dollars"),
-        rate=(20, "discount in percent"),
-    )
-    assert "'3' is left over" in refused(mc, each, "rule")
 
 
 def test_a_quantity_asked_of_a_verb_or_after_tell_me_is_refused(serving):
@@ -194,3 +186,36 @@ def test_a_table_like_line_in_the_other_order_is_not_read_by_the_neighbours_name
         girls=(8, "number of girls"),
     )
     assert ask(mc, lines).route == "fallback"
+
+
+def test_what_a_ratio_is_asked_of_is_read_past_owners_and_generic_words_and_refusals_teach(serving):
+    mc = serving([ratio(*r) for r in RATIOS])
+    numbers = ratio("Fir", 18, 24, "the number of boys to the number of girls")
+    assert ask(mc, numbers).route == "hit"
+    owner = asks(
+        "A class at Yew school has 15 boys and 10 girls. What is the ratio of Yew's boys to girls?",
+        "boys / girls",
+        boys=(15, "number of boys"),
+        girls=(10, "number of girls"),
+    )
+    assert ask(mc, owner).route == "hit"
+    answer = ratio("Oak", 12, 8, "girls to boys", "girls / boys")
+    inverse = asks(answer + " Give your answer as a decimal.", "girls / boys", **_values(answer))
+    refused(mc, inverse, "wording")  # the phrase after the question names no quantity
+
+
+def _values(text: str) -> dict[str, tuple[float, str]]:
+    return {n: (v, c) for n, v, c in TRUTH[text][0]}
+
+
+def test_refusals_for_what_it_is_asked_of_teach_the_entry_when_its_program_answered_them(serving):
+    mc = serving([ratio(*r) for r in RATIOS])
+    enrolled = [ratio(s, b, g, "boys to girls enrolled") for s, b, g in RATIOS]
+    # refused twice for "enrolled" (the record says "of boys to girls"); each time the entry's
+    # program gave the miss path's answer, and the answers differ: the record is dropped, and the
+    # revised entry serves once its probation has compared one
+    first = [ask(mc, text) for text in enrolled[:2]]
+    assert all("asks it of" in (r.fallback_reason or "") for r in first)
+    entry = mc.store.active_entry("default", f"label:{LABEL}")
+    assert entry is not None and "asked_of" not in entry.validation["profile"]
+    assert [ask(mc, text).route for text in enrolled[2:]] == ["fallback", "hit"]

@@ -38,7 +38,6 @@ against them.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,28 +196,24 @@ def _read(slots: dict[str, Any], chosen: dict[str, Position]) -> dict[str, Any]:
     }
 
 
-_YEAR = re.compile(r"(?:19|20)\d\d")
-
-
 def _left_over(
     slots: dict[str, Any],
     chosen: dict[str, Position],
     pos: list[Position],
     constants: list[tuple[Any, ...]],
 ) -> Position | None:
-    """A number no slot took that is not a constant of the wording: of a kind the template uses,
-    or a plain number, which may count what a slot's value is per ("3 bikes at $400 *each*"). A
-    calendar year ("In 2019, ...") is a date, not a quantity, and is never left over."""
-    kinds = {slot["kind"] for slot in slots.values()} | {"plain"}
+    """A number no slot took, of a kind the template uses, that is not a constant of the wording.
+    A number of a kind the template does not use is not counted, though it may say what a slot's
+    value is per (a plain "3 bikes at $400 *each*"): counting plain numbers refused "Company 2",
+    "March 15" and "to 2 decimal places" too, and such a refusal teaches nothing (its reading gives
+    the miss path's answer)."""
+    kinds = {slot["kind"] for slot in slots.values()}
     used = {p.start for p in chosen.values()}
     return next(
         (
             p
             for p in pos
-            if p.start not in used
-            and p.kind in kinds
-            and (p.kind, p.values()[0]) not in constants
-            and not (p.kind == "plain" and _YEAR.fullmatch(p.readings[0].text.strip()))
+            if p.start not in used and p.kind in kinds and (p.kind, p.values()[0]) not in constants
         ),
         None,
     )

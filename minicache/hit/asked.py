@@ -93,8 +93,9 @@ def asked_of(question: str) -> list[str] | None:
     for another number."""
     for opener in reversed(list(_OPENER.finditer(question))):
         words, end = _phrase_at(question, opener.end())
-        if not [w for w in words if not _POSSESSIVE.search(w)]:
-            continue
+        named = [w.lower() for w in words if not _POSSESSIVE.search(w)]
+        if not set(named) - _FUNCTION - _NO_QUANTITY:
+            continue  # "Give *your answer* as a decimal" after the question names nothing
         of = _OF.match(question, end)
         if of is None:
             return []
@@ -104,10 +105,14 @@ def asked_of(question: str) -> list[str] | None:
             lower = token.group().lower().strip("()")
             if question[at : token.start()].strip() or len(operands) == MAX_WORDS:
                 break
+            at = token.end()
+            if lower == "of" and operands and operands[-1] in GENERIC:
+                operands.pop()  # "the number of boys to the number of girls": boys to girls
+                continue
             if lower in STOPS and lower not in ("to", "and"):
                 break
-            at = token.end()
-            operands.append(lower)
+            if not _POSSESSIVE.search(lower):  # "Yew's boys": the owner is no operand
+                operands.append(lower)
         return operands
     return None
 
@@ -153,6 +158,7 @@ def _closes(question: str, at: int) -> bool:
 ASKED_OF = "asked_of"  # a profile's record: what every example asked its quantity of, in order
 OTHER_OPERANDS = "(of other things)"  # a refusal's word for them: one review key, whatever they are
 _FUNCTION = STOPS | {"the", "a", "an", "all", "its", "their", "his", "her", "our", "your"}
+_NO_QUANTITY = {"answer", "result"}
 
 
 def operands(question: str) -> list[str] | None:

@@ -133,7 +133,7 @@ def revise(
         note = {"check": Check.WORD_AFTER, "accepted": learned}
     elif refused.check == Check.WORDING:
         words = readings.get("wording") or {}
-        if not any(words.get(kind) for kind in ("missing", "extra", "asked")):
+        if not any(words.get(kind) for kind in ("missing", "extra", "asked", "of")):
             return None
         note = {"check": Check.WORDING, **reviewed(profile, words, reference)}
     else:

@@ -92,7 +92,7 @@ FUNCTION_WORDS = frozenset(
 OPERATION_WORDS = frozenset(
     """
     more less fewer difference twice half double triple average remaining increase decrease
-    change percent percentage combined altogether loss deficit decline
+    change percent percentage combined altogether loss deficit decline negative
     """.split()
 )
 # Reviewed refusals whose answers matched that a word needs before the review trusts it: one match
