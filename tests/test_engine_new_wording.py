@@ -56,12 +56,16 @@ class InOrderSmall(FakeSmall):
         return out
 
 
+def pupils(text: str, boys: int, girls: int, expr: str = "boys / girls") -> str:
+    return asks(text, expr, boys=(boys, "number of boys"), girls=(girls, "number of girls"))
+
+
 def ratio(school: str, boys: int, girls: int, ask: str = "boys to girls", expr: str = "") -> str:
-    return asks(
+    return pupils(
         f"A class at {school} school has {boys} boys and {girls} girls. What is the ratio of {ask}?",
+        boys,
+        girls,
         expr or "boys / girls",
-        boys=(boys, "number of boys"),
-        girls=(girls, "number of girls"),
     )
 
 
@@ -179,11 +183,8 @@ def test_a_rate_per_another_period_than_every_examples_is_refused(serving):
 
 def test_a_table_like_line_in_the_other_order_is_not_read_by_the_neighbours_name(serving):
     mc = serving([ratio(*r) for r in RATIOS])
-    lines = asks(
-        "Oak school class. Girls: 8; Boys: 12. What is the ratio of boys to girls?",
-        "boys / girls",
-        boys=(12, "number of boys"),
-        girls=(8, "number of girls"),
+    lines = pupils(
+        "Oak school class. Girls: 8; Boys: 12. What is the ratio of boys to girls?", 12, 8
     )
     assert ask(mc, lines).route == "fallback"
 
@@ -192,20 +193,15 @@ def test_what_a_ratio_is_asked_of_is_read_past_owners_and_generic_words_and_refu
     mc = serving([ratio(*r) for r in RATIOS])
     numbers = ratio("Fir", 18, 24, "the number of boys to the number of girls")
     assert ask(mc, numbers).route == "hit"
-    owner = asks(
+    owner = pupils(
         "A class at Yew school has 15 boys and 10 girls. What is the ratio of Yew's boys to girls?",
-        "boys / girls",
-        boys=(15, "number of boys"),
-        girls=(10, "number of girls"),
+        15,
+        10,
     )
     assert ask(mc, owner).route == "hit"
     answer = ratio("Oak", 12, 8, "girls to boys", "girls / boys")
-    inverse = asks(answer + " Give your answer as a decimal.", "girls / boys", **_values(answer))
+    inverse = pupils(answer + " Give your answer as a decimal.", 12, 8, "girls / boys")
     refused(mc, inverse, "wording")  # the phrase after the question names no quantity
-
-
-def _values(text: str) -> dict[str, tuple[float, str]]:
-    return {n: (v, c) for n, v, c in TRUTH[text][0]}
 
 
 def test_refusals_for_what_it_is_asked_of_teach_the_entry_when_its_program_answered_them(serving):
