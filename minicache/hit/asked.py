@@ -78,10 +78,18 @@ def asked_phrase(question: str) -> str | None:
 def asked_phrases(question: str) -> Iterator[str]:
     """Every asked phrase of ``question``, the last first: a caller skips one that names no
     quantity ("Compute *your answer* to 2 decimals" after the question)."""
+    for kept, _end in _phrases(question):
+        yield " ".join(kept)
+
+
+def _phrases(question: str) -> Iterator[tuple[list[str], int]]:
+    """Each asked phrase's words but a possessive owner, and where the phrase ends, the last first;
+    openers before no word are skipped."""
     for opener in reversed(list(_OPENER.finditer(question))):
-        kept = [w for w in _phrase_at(question, opener.end())[0] if not _POSSESSIVE.search(w)]
+        words, end = _phrase_at(question, opener.end())
+        kept = [w for w in words if not _POSSESSIVE.search(w)]
         if kept:
-            yield " ".join(kept)
+            yield kept, end
 
 
 def asked_of(question: str) -> list[str] | None:
@@ -91,10 +99,8 @@ def asked_of(question: str) -> list[str] | None:
     is not followed by "of", None where no phrase names a quantity. Two requests asking for one
     quantity of other things, or of the same things the other way round ("girls to boys"), ask
     for another number."""
-    for opener in reversed(list(_OPENER.finditer(question))):
-        words, end = _phrase_at(question, opener.end())
-        named = [w.lower() for w in words if not _POSSESSIVE.search(w)]
-        if not set(named) - _FUNCTION - _NO_QUANTITY:
+    for kept, end in _phrases(question):
+        if not {w.lower() for w in kept} - _FUNCTION - _NO_QUANTITY:
             continue  # "Give *your answer* as a decimal" after the question names nothing
         of = _OF.match(question, end)
         if of is None:

@@ -225,7 +225,13 @@ def unexpected_words(
     """The recorded words ``text``'s question does not write, and the operation words it writes
     that no example wrote (none for a profile without the records). ``mode`` says which recorded
     words count: ``FULL`` every content word, ``ASKED`` the asked quantity's, ``OPERATIONS`` none."""
-    question = question_of(text)
+    return _unexpected(profile, question_of(text), mode)
+
+
+def _unexpected(
+    profile: dict[str, Any], question: str, mode: Wording
+) -> tuple[list[str], list[str]]:
+    """:func:`unexpected_words` of a question already read (:func:`question_of`)."""
     missing: list[str] = []
     if mode == Wording.FULL:
         written = content_words(question, openers=True)
@@ -256,15 +262,14 @@ def _unasked(profile: dict[str, Any], question: str) -> list[str]:
     return [w for w in words if w not in written]
 
 
-def other_quantity(profile: dict[str, Any], text: str) -> list[str]:
-    """The words of the quantity ``text``'s question asks for where they share none with the
-    recorded asked words (or those a review accepted, ``profile["asked_also"]``); none where the
-    question names no quantity or there is no record. A question that asks for "the sale price" is
+def other_quantity(profile: dict[str, Any], question: str) -> list[str]:
+    """The words of the quantity ``question`` (:func:`question_of`) asks for where they share none
+    with the recorded asked words (or those a review accepted, ``profile["asked_also"]``); none
+    where it names no quantity or there is no record. A question that asks for "the sale price" is
     refused by an entry whose examples asked for "the discount" even where its story writes
     "discount", as word problems do ("a 20% discount ..."), and so is one that asks it of a verb
     ("How much does the buyer pay", :data:`BY_VERB`)."""
     recorded = set(profile.get(ASKED) or [])
-    question = question_of(text)
     own = asked_words(question) if recorded else None
     if own is None and recorded and asked_by_verb(question):
         own = {BY_VERB}  # a review may learn it as any asked word (two different answers)
@@ -285,10 +290,11 @@ def check_wording(
     word ``mode`` holds it to (``ASKED``: the asked quantity's words every example wrote; ``FULL``:
     every content word every one wrote); the refusal carries the values the hit would have served
     and those words (for the review)."""
-    missing, extra = unexpected_words(profile, text, mode)
+    question = question_of(text)  # read once: it parses the request's table
+    missing, extra = _unexpected(profile, question, mode)
     asked = mode in (Wording.ASKED, Wording.FULL)
-    other = other_quantity(profile, text) if asked else []
-    of = other_operands(profile, question_of(text)) if asked else []
+    other = other_quantity(profile, question) if asked else []
+    of = other_operands(profile, question) if asked else []
     if not missing and not extra and not other and not of:
         return
     said = []
