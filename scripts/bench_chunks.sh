@@ -2,7 +2,7 @@
 # bench_chunks.sh - run one long `minicache bench` stream in chunks that can span work sessions.
 #
 # usage: scripts/bench_chunks.sh OUT_DIR CHUNK TOTAL -- <minicache bench args without --limit/--out>
-#   e.g. scripts/bench_chunks.sh benchmarks/results/formula-v3 37 419 -- --dataset formula --groups 21 --methods pot,minicache
+#   e.g. scripts/bench_chunks.sh /tmp/formula-run 140 419 -- --dataset formula --groups 21 --methods pot,minicache
 #
 # Calls `minicache bench ARGS --limit L --out OUT_DIR` for L = CHUNK, 2*CHUNK, ..., TOTAL. Each call
 # reads back the rows already in OUT_DIR/requests.jsonl and serves the next CHUNK requests with
